@@ -30,11 +30,17 @@
 //! network = "allowlist"
 //! egress = ["*.example.test:8443"]     # added to `[security].egress` for this agent
 //!
+//! group = "review"                   # overrides `[handoff].group` for this agent
+//!
 //! [agents.codex.upstreams.openai]      # model credentials that stay on the host (spec-note 0501)
 //! url = "https://api.example.test/v1"
 //! header = "Authorization"
 //! value = "Bearer ${localEnv:OPENAI_API_KEY}"
 //! env = "OPENAI_BASE_URL"
+//!
+//! [handoff]
+//! group = "ci"                         # as `handoff --group ci` (the flag wins; spec-note 0525)
+//! cleanup = "on-exit"                  # as `handoff --cleanup on-exit`
 //!
 //! [mail]                               # mail between tasks (docs/mail.md)
 //! rules = [{ type = "contract-change", action = "hold" }]
@@ -167,6 +173,10 @@ pub struct AgentSettings {
     pub upstreams: BTreeMap<String, UpstreamSettings>,
     /// Overrides `[handoff].isolation` for this agent (`worktree` or `clone`).
     pub isolation: Option<Isolation>,
+    /// Overrides `[handoff].group` for this agent (`handoff --group` wins over both).
+    pub group: Option<GroupName>,
+    /// Overrides `[handoff].cleanup` for this agent (`handoff --cleanup` wins over both).
+    pub cleanup: Option<Cleanup>,
 }
 
 /// How a handoff gives the container its repositories (`handoff --isolation`, spec-note 0437).
@@ -456,6 +466,91 @@ pub struct AgentMount {
     pub target: String,
 }
 
+/// What happens to a group's container when its members end (`--cleanup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cleanup {
+    /// An agent's exit removes nothing; `devcell delete` removes the container (Grove: an
+    /// agent's exit never deletes the workspace).
+    #[default]
+    Manual,
+    /// The container (and its anonymous volumes) is removed when the group's last live member
+    /// ends; never the workspace, its worktrees or git directories.
+    OnExit,
+}
+
+impl Cleanup {
+    /// `manual` or `on-exit`, as the flag spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cleanup::Manual => "manual",
+            Cleanup::OnExit => "on-exit",
+        }
+    }
+}
+
+impl std::fmt::Display for Cleanup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Cleanup {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "manual" => Ok(Cleanup::Manual),
+            "on-exit" => Ok(Cleanup::OnExit),
+            other => Err(format!(
+                "unknown cleanup policy `{other}` (expected `on-exit` or `manual`)"
+            )),
+        }
+    }
+}
+
+/// A group's name: 1–64 of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-` (it names the
+/// record's file).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct GroupName(String);
+
+impl GroupName {
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for GroupName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && !s.starts_with(['.', '-'])
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if ok {
+            Ok(GroupName(s))
+        } else {
+            Err(format!(
+                "invalid group name `{s}`: 1 to 64 of letters, digits, `.`, `_` and `-`, not starting with `.` or `-`"
+            ))
+        }
+    }
+}
+
+impl From<GroupName> for String {
+    fn from(n: GroupName) -> String {
+        n.0
+    }
+}
+
+impl std::fmt::Display for GroupName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// `[handoff] fetch_back_max_bytes` when not set: 8 GiB.
 pub const FETCH_BACK_MAX_DEFAULT: u64 = 8 << 30;
 
@@ -485,6 +580,13 @@ pub struct HandoffSettings {
     /// The most bytes any one object a fetch-back brings may hold once inflated (spec-note
     /// 0438).
     pub fetch_back_max_object_bytes: u64,
+    /// The group every handoff joins unless `--group` names another (spec-note 0525); it
+    /// does not apply where a group cannot (`--runtime host`, `--isolation clone`,
+    /// `--container`).
+    pub group: Option<GroupName>,
+    /// The cleanup policy of the handoff's group unless `--cleanup` names one (default
+    /// `manual`).
+    pub cleanup: Option<Cleanup>,
 }
 
 impl Default for HandoffSettings {
@@ -496,6 +598,8 @@ impl Default for HandoffSettings {
             fetch_back_max_bytes: FETCH_BACK_MAX_DEFAULT,
             fetch_back_max_inflated_bytes: FETCH_BACK_INFLATED_MAX_DEFAULT,
             fetch_back_max_object_bytes: FETCH_BACK_OBJECT_MAX_DEFAULT,
+            group: None,
+            cleanup: None,
         }
     }
 }

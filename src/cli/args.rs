@@ -291,6 +291,10 @@ pub struct StatusArgs {
     /// mail, read from devcell's state only (no engine is asked).
     #[arg(long, conflicts_with = "workspace_folder")]
     pub all: bool,
+    /// The mail of this mediator group instead of the workspace repository's (a group named
+    /// with `devcell mail --mail-group`).
+    #[arg(long, value_name = "NAME", conflicts_with = "all")]
+    pub mail_group: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -560,6 +560,22 @@ impl HandoffContext {
     }
 }
 
+/// The context file of session `session` when it is a member of a handoff group, relative to
+/// the workspace root: in `sessions/<session>/` beside `[handoff] context_path`'s file
+/// (`.devcell/context.json` → `.devcell/sessions/<session>/context.json`), so that the members
+/// sharing a workspace never replace each other's file (spec-note 0161). `session` is a
+/// session id devcell made (`<UTC time>-<pid>[-n]`), a plain file name.
+pub fn member_path(context_path: &str, session: &str) -> String {
+    match context_path.rsplit_once('/') {
+        Some((folder, file)) => format!("{folder}/sessions/{session}/{file}"),
+        None => format!("sessions/{session}/{context_path}"),
+    }
+}
+
+/// The variable naming the agent's own context file, as a path where the agent runs (the
+/// container's path; the host's under `--runtime host`).
+pub const CONTEXT_VARIABLE: &str = "DEVCELL_CONTEXT";
+
 /// Writes `context` to `root/rel_path` atomically and returns the file's host path.
 ///
 /// # Errors
@@ -839,6 +855,19 @@ context_path = ".grove/context.json"
         );
         assert_eq!(provider_of("linear.app/x"), None);
         assert_eq!(provider_of("https:///x"), None);
+    }
+
+    #[test]
+    fn a_group_members_file_is_its_sessions_beside_the_configured_one() {
+        assert_eq!(
+            member_path(".devcell/context.json", "20261205T130000Z-42"),
+            ".devcell/sessions/20261205T130000Z-42/context.json"
+        );
+        assert_eq!(member_path("ctx.json", "s-1"), "sessions/s-1/ctx.json");
+        assert_ne!(
+            member_path(".grove/context.json", "a"),
+            member_path(".grove/context.json", "b")
+        );
     }
 
     #[test]

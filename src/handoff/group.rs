@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::handoff::plan::HandoffPlan;
 
-pub use crate::handoff::group_request::{Cleanup, GroupName, GroupRequest, request};
+pub use crate::handoff::group_request::{Cleanup, GroupName, GroupRequest, resolve};
 
 /// The version of a group record's shape.
 pub const SCHEMA_VERSION: u32 = 1;

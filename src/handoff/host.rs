@@ -201,7 +201,7 @@ fn agent_command(
         .envs(&p.agent_env)
         .envs(&p.secrets)
         .env("DEVCELL_WORKSPACE", root)
-        .env("DEVCELL_CONTEXT", context_file)
+        .env(crate::handoff::context::CONTEXT_VARIABLE, context_file)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // its own process group: a stop signals the agent and what it started

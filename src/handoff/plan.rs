@@ -271,6 +271,17 @@ impl HandoffPlan {
                         "{} ({purpose}; devcell mounts it for the handoff)",
                         perm.permission
                     ),
+                    // a container devcell did not create keeps what it has: `set-up` warns
+                    // about it (refusing only host control, which fails the plan), so "grant
+                    // with" would offer a grant that changes nothing (spec-note 0526)
+                    None if self.external.is_some()
+                        && perm.status == crate::security::RequestStatus::Refused =>
+                    {
+                        format!(
+                            "{} (from {}), already in the container: reported, not removed (devcell never changes a container it did not create; a grant changes nothing)",
+                            perm.permission, perm.source
+                        )
+                    }
                     None => perm.to_string(),
                 }
             })
@@ -295,6 +306,9 @@ pub struct PlannedExternal {
     pub root: bool,
     /// What becomes of the workspace's git: one sentence.
     pub git: String,
+    /// What devcell does with the container and what it never does (start, stop, remove):
+    /// one sentence.
+    pub lifecycle: String,
 }
 
 /// The `hardened` profile's resource limits in the plan (a configuration's lower `runArgs`

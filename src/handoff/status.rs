@@ -24,6 +24,9 @@ pub struct StatusOptions {
     pub settings: Settings,
     /// The state folder (`None`: the default).
     pub state_root: Option<PathBuf>,
+    /// The mediator group whose mail is shown (`--mail-group NAME`, issue 30); `None`: the
+    /// repository's own group.
+    pub mail_group: Option<crate::mail::GroupName>,
 }
 
 /// The workspace's container as the engine reports it.
@@ -136,6 +139,10 @@ pub struct StatusResult {
     /// spec-note 0531): unacknowledged and held counts per task.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mail: Vec<crate::handoff::task::mail::TaskMail>,
+    /// The mediator group `mail` and `escalations` are of when one was named
+    /// (`--mail-group NAME`); absent for the repository's own group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mail_group: Option<String>,
     /// The mail escalation commands due and not yet run, or started without a recorded
     /// outcome (issue 30, spec-note 0533): the host user's view.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -269,7 +276,10 @@ pub async fn status_with(
             let root = crate::ops::state_folder::default_root()?;
             crate::ops::egress::summary_for(&root, &id, None)
         });
-    let mail = crate::handoff::task::mail::status_of(&ws.root, store.root());
+    let mail = match &opts.mail_group {
+        Some(group) => crate::handoff::task::mail::status_of_group(store.root(), group.as_str()),
+        None => crate::handoff::task::mail::status_of(&ws.root, store.root()),
+    };
     Ok(StatusResult {
         workspace: ws.root.clone(),
         layout: ws.layout,
@@ -285,6 +295,7 @@ pub async fn status_with(
         warnings,
         tasks: crate::handoff::task::run::statuses(&ws.root, store.root()),
         mail: mail.tasks,
+        mail_group: opts.mail_group.as_ref().map(|g| g.as_str().to_string()),
         escalations: mail.escalations,
         external_containers: external_statuses(engine, state.as_ref()).await,
         groups: crate::handoff::group::statuses(store.root(), &ws.root),

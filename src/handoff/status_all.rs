@@ -109,9 +109,46 @@ pub struct TaskEntry {
     pub last_session: Option<LastSession>,
     /// When it was made (RFC 3339).
     pub created_at: String,
+    /// Whether the repository it was made from is still at its path: `present`, `replaced`
+    /// (another repository is there now) or `gone`. A task of a replaced or gone repository
+    /// cannot be fetched or continued; `devcell prune --tasks` removes it once nothing would be
+    /// lost (`doctor` names it).
+    pub repository: RepositoryState,
     /// Per repository (one for a single repository): the branch's commit, what was fetched,
     /// ahead and behind, as `status` shows them, and `fetchedAt`.
     pub repos: Vec<TaskRepo>,
+}
+
+/// Whether a task's repository is still the one it was made from ([`TaskEntry::repository`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RepositoryState {
+    /// The repository the task was made from (every repository of a multi-repository task).
+    Present,
+    /// Another repository is at its path now (removed and made again, or moved there).
+    Replaced,
+    /// No repository is at its path.
+    Gone,
+}
+
+impl RepositoryState {
+    /// The state of the repositories of `records`: the first not present, else present.
+    fn of(records: &[TaskRecord]) -> RepositoryState {
+        records
+            .iter()
+            .map(|r| {
+                let git_dir = &r.source_git_dir;
+                if !(git_dir.join("objects").is_dir() && git_dir.join("HEAD").is_file()) {
+                    RepositoryState::Gone
+                } else if !r.same_repository() {
+                    RepositoryState::Replaced
+                } else {
+                    RepositoryState::Present
+                }
+            })
+            .find(|s| *s != RepositoryState::Present)
+            .unwrap_or(RepositoryState::Present)
+    }
 }
 
 /// One repository of a task: [`TaskFetch`] and when it was last fetched.
@@ -228,8 +265,8 @@ fn entry_for<'a>(
     })
 }
 
-/// Every `<state>/tasks/<key>/` with its tasks ([`task::list_tasks`]: records of a repository
-/// that was at that path before are not listed; `doctor` names them).
+/// Every `<state>/tasks/<key>/` with its tasks ([`task::list_all_tasks`]: those of a
+/// repository replaced or gone since included, [`TaskEntry::repository`] says so).
 fn task_folders(
     root: &Path,
     warnings: &mut Vec<(String, String)>,
@@ -253,16 +290,19 @@ fn task_folders(
     keys.sort();
     keys.into_iter()
         .map(|key| {
-            let tasks = task::list_tasks(root, &key);
+            let tasks = task::list_all_tasks(root, &key);
             (key, tasks)
         })
         .filter(|(_, tasks)| !tasks.is_empty())
         .collect()
 }
 
-/// One task: its state from its clone's workspace state, its fetch state per repository.
+/// One task: its state from its clone's workspace state, its fetch state per repository (of
+/// a replaced or gone repository: as recorded, since the repository at its path, if any, is
+/// not the task's to ask).
 fn task_entry(records: &[TaskRecord], state: Option<&WorkspaceState>) -> TaskEntry {
     let record = &records[0];
+    let repository = RepositoryState::of(records);
     let last = state
         .and_then(WorkspaceState::last_session)
         .map(last_session);
@@ -278,13 +318,37 @@ fn task_entry(records: &[TaskRecord], state: Option<&WorkspaceState>) -> TaskEnt
         container: state.and_then(|s| s.container_id.clone()),
         last_session: last,
         created_at: record.created_at.clone(),
+        repository,
         repos: records
             .iter()
             .map(|r| TaskRepo {
-                fetch: task::fetch::report(r, task::fetch::clone_tip(r), false),
+                fetch: match repository {
+                    RepositoryState::Present => {
+                        task::fetch::report(r, task::fetch::clone_tip(r), false)
+                    }
+                    _ => as_recorded(r),
+                },
                 fetched_at: r.fetched_at.clone(),
             })
             .collect(),
+    }
+}
+
+/// The fetch state of `record` as its record and clone say, asking no repository at its
+/// source path (ahead and behind unknown).
+fn as_recorded(record: &TaskRecord) -> TaskFetch {
+    TaskFetch {
+        task: record.task.clone(),
+        repo: record.workspace.as_ref().map(|_| record.repo.clone()),
+        ref_name: task::fetched_ref_of(&record.task),
+        tip: task::fetch::clone_tip(record),
+        fetched: record.fetched.clone(),
+        updated: false,
+        base: record.base.clone(),
+        ahead: None,
+        behind: None,
+        kept: None,
+        refused: record.refused.clone(),
     }
 }
 

@@ -347,19 +347,54 @@ pub(crate) async fn settle_existing(
     Ok(existing)
 }
 
-/// `initializeCommand` (`stage`, judged and granted with everything else) run on the host, at
-/// every `up` before any image work; then the early judgement's warning (a granted build
-/// argument persists in the image history) added to `warnings`.
+/// `initializeCommand` (`stage`, judged and granted with everything else: `host_requests`)
+/// run on the host, at every `up` before any image work; then the early judgement's warning (a
+/// granted build argument persists in the image history) added to `warnings`. The workspace
+/// files the grant pins run from copies of the judged bytes in a private folder of devcell's
+/// ([`crate::ops::host_copies`], attack O5): a container still running can no longer swap a
+/// pinned script between the judgement and the shell's reading it.
 ///
-/// Errors: the command's failure ([`crate::ops::error::lifecycle_error`]).
+/// Errors: the command's failure, or a pinned file that changed since it was judged
+/// ([`crate::ops::error::lifecycle_error`]).
 pub(crate) async fn initialize_on_host(
-    stage: Option<&crate::lifecycle::Stage>,
+    (stage, host_requests): (Option<&crate::lifecycle::Stage>, &[PermissionRequest]),
     loaded: &LoadedConfiguration,
     early_warning: Option<&String>,
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<()> {
     if let Some(stage) = stage {
+        let on_host = crate::ops::error::lifecycle_error("");
+        let failed = |message: String| {
+            on_host(crate::lifecycle::LifecycleError::Executor {
+                what: "`initializeCommand`".into(),
+                source: message.into(),
+            })
+        };
+        let pinned = crate::ops::host_copies::pinned_files(host_requests).map_err(failed)?;
+        // Held until the command ended: dropping it removes the copies.
+        let mut copies = None;
+        let rewritten;
+        let stage = if pinned.is_empty() {
+            stage
+        } else {
+            let root = crate::ops::state_folder::default_root()
+                .unwrap_or_else(|| std::env::temp_dir().join("devcell"));
+            let folder = crate::ops::host_copies::JudgedCopies::new(&root).map_err(|e| {
+                failed(format!(
+                    "cannot make devcell's folder for the judged copies under `{}`: {e}",
+                    root.display()
+                ))
+            })?;
+            rewritten = crate::ops::host_copies::rewrite_stage(
+                stage,
+                &pinned,
+                &loaded.workspace_folder,
+                copies.insert(folder).path(),
+            )
+            .map_err(&on_host)?;
+            &rewritten
+        };
         crate::lifecycle::run_initialize_command(
             stage,
             &loaded.workspace_folder,
@@ -367,7 +402,8 @@ pub(crate) async fn initialize_on_host(
             reporter,
         )
         .await
-        .map_err(crate::ops::error::lifecycle_error(""))?;
+        .map_err(&on_host)?;
+        drop(copies);
     }
     warnings.extend(early_warning.map(|message| Warning {
         location: None,

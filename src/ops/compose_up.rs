@@ -90,7 +90,7 @@ pub(crate) async fn up_compose(
     permissions.extend(recheck_existing(engine, &project, existing.as_ref(), &choice).await?);
     let early_warning = project.early.warning.as_ref();
     initialize_on_host(
-        project.init_stage.as_ref(),
+        (project.init_stage.as_ref(), &project.host_requests),
         loaded,
         early_warning,
         &mut warnings,

@@ -274,6 +274,11 @@ pub trait ProductError: std::error::Error + Send + Sync + 'static {
     }
     /// How to fix it, when known.
     fn hint(&self) -> Option<String>;
+    /// Commands that get the user on, as `(description, argv)` (the envelope's
+    /// `next_actions`); none unless the error has some.
+    fn next_actions(&self) -> Vec<(String, Vec<String>)> {
+        Vec::new()
+    }
 }
 
 /// [`OpsError::Product`]'s content: displays and chains as the product's error.
@@ -500,6 +505,16 @@ impl OpsError {
                 serde_json::json!({ "feature": feature, "digest": digest })
             }
             _ => serde_json::json!({}),
+        }
+    }
+
+    /// The commands that get the user on after this error, as `(description, argv)`
+    /// ([`ProductError::next_actions`]); none for most errors.
+    pub fn next_actions(&self) -> Vec<(String, Vec<String>)> {
+        match self {
+            OpsError::InContainer(e) => e.error.next_actions(),
+            OpsError::Product(e) => e.0.next_actions(),
+            _ => Vec::new(),
         }
     }
 

@@ -41,6 +41,7 @@ pub mod features_test;
 pub mod generate_docs;
 pub mod gpu;
 pub mod hooks;
+pub(crate) mod host_copies;
 pub mod image;
 pub mod image_files;
 pub mod load;

@@ -1150,8 +1150,10 @@ mod tests {
     #[test]
     fn an_entry_that_substitutes_to_nothing_leaves_the_others_shown_as_written() {
         let profile = SecurityProfile::default();
+        let ws = tempfile::tempdir().unwrap();
         let digest_of = |b: &str| {
             let mut loaded = LoadedConfiguration::empty();
+            loaded.workspace_folder = ws.path().to_path_buf();
             loaded.raw = json!({"initializeCommand": {"a": "${localEnv:UNSET_X}", "b": b}});
             loaded.value = json!({"initializeCommand": {"a": "", "b": b}});
             let (_, requests) = host_commands(&loaded, &profile, &Grants::default()).unwrap();

@@ -335,7 +335,7 @@ pub(crate) async fn up_judged(
     let existing = settle_existing(engine, existing, opts, &id_labels, reporter).await?;
     let early_warning = early.warning.as_ref();
     initialize_on_host(
-        init_stage.as_ref(),
+        (init_stage.as_ref(), &host_requests),
         &loaded,
         early_warning,
         &mut warnings,

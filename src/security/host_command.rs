@@ -25,6 +25,7 @@ use crate::security::host_path::{read_no_follow, resolve};
 use crate::security::permissions::{CoveredFile, HostCommand};
 use crate::security::policy::{is_within, normalize_path};
 
+pub mod copies;
 mod shape;
 pub use shape::{MAX_DEPTH, PRINTS_ONLY, READS_PROJECT, RUNS_OTHERS, is_literal};
 
@@ -68,6 +69,30 @@ pub fn cover_command(
 /// word using it is not pinned) and its `PATH` (`None`: unknown, so no program is found by
 /// name).
 fn cover_command_with(
+    command: String,
+    argv: &[String],
+    cwd: &Path,
+    workspace: &Path,
+    home: Option<&Path>,
+    path: Option<&std::ffi::OsStr>,
+) -> HostCommand {
+    let mut covered = judge_texts(command.clone(), argv, cwd, workspace, home, path);
+    // What runs is a copy of each pinned file (attack O5): a file the command names in a way
+    // the rewrite to its copy cannot reach makes it a one-run grant.
+    let (_, roots) = roots_of(workspace);
+    let unreachable = copies::unreachable_words(argv, &covered.files, &roots, |rewritten| {
+        judge_texts(command, rewritten, cwd, workspace, home, path).files
+    });
+    for reason in unreachable {
+        if !covered.uncovered.contains(&reason) {
+            covered.uncovered.push(reason);
+        }
+    }
+    covered
+}
+
+/// The judgement of [`cover_command_with`] before the rewrite to copies is checked.
+fn judge_texts(
     command: String,
     argv: &[String],
     cwd: &Path,

@@ -19,6 +19,7 @@ use crate::support::hostile::HostTarget;
 
 mod budget;
 mod compose;
+mod parallel;
 mod recovery;
 
 /// One test host: devcell's home, state and cache in a temporary folder, agents by name.
@@ -930,6 +931,30 @@ fn a_devcell_killed_mid_task_releases_the_task_and_the_next_command_recovers_it(
     target.assert_untouched();
 }
 
+/// A multi-repository workspace root `<at>/ws` of two repositories: `app` ([`source_repo`]:
+/// the configuration, hooks and `core.fsmonitor`) and `lib` (one commit). Owned by the
+/// workspace owner. Returns the root, `app` and `lib`.
+pub(crate) fn two_repository_workspace(
+    at: &Path,
+    target: &HostTarget,
+) -> (PathBuf, PathBuf, PathBuf) {
+    let ws = at.join("ws");
+    let app = source_repo(&ws.join("app-src"), target);
+    std::fs::rename(&app, ws.join("app")).unwrap();
+    std::fs::remove_dir_all(ws.join("app-src")).unwrap();
+    let app = ws.join("app");
+    // the `wt` worktree `source_repo` made is gone with its folder: forget it
+    git(&app, &["worktree", "prune"]);
+    let lib = ws.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    give_to_workspace_owner(at);
+    (ws, app, lib)
+}
+
 /// A multi-repository workspace root (two repositories, the primary holding the configuration)
 /// as a clone task: each repository gets its own mirror, clone and task branch, mounted at
 /// `/workspace/<repo>`; the agent commits in both; both come back to
@@ -950,20 +975,7 @@ fn a_multi_repository_clone_task_brings_back_the_commits_of_each_repository() {
         .prefix("devcell-clone-multi-")
         .tempdir()
         .unwrap();
-    let ws = at.path().join("ws");
-    let app = source_repo(&ws.join("app-src"), &target);
-    std::fs::rename(&app, ws.join("app")).unwrap();
-    std::fs::remove_dir_all(ws.join("app-src")).unwrap();
-    let app = ws.join("app");
-    // the `wt` worktree `source_repo` made is gone with its folder: forget it
-    git(&app, &["worktree", "prune"]);
-    let lib = ws.join("lib");
-    std::fs::create_dir_all(&lib).unwrap();
-    git(&lib, &["init", "-q", "-b", "main"]);
-    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
-    git(&lib, &["add", "-A"]);
-    git(&lib, &["commit", "-q", "-m", "lib"]);
-    give_to_workspace_owner(at.path());
+    let (ws, app, lib) = two_repository_workspace(at.path(), &target);
     let before: Vec<_> = [&app, &lib]
         .iter()
         .map(|r| {

@@ -1058,6 +1058,25 @@ fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
     );
     nothing_happened("after the text plan");
 
+    // The plan says what devcell will and will not do with it, and what the container already
+    // has beyond `hardened` is reported, not offered as a grant (the handoff only warns).
+    assert!(
+        text.contains("lifecycle  devcell runs the hooks")
+            && text.contains("never starts, stops or removes it"),
+        "{text}"
+    );
+    let ptrace = start(&["-u", "1000:1000", "--cap-add", "SYS_PTRACE"]);
+    let out = plan(&ptrace.id, &[], "text");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("permission") && l.contains("SYS_PTRACE"))
+        .unwrap_or_else(|| panic!("no SYS_PTRACE permission line: {text}"));
+    assert!(line.contains("already in the container"), "{line}");
+    assert!(!line.contains("grant with"), "{line}");
+    assert_eq!(execs(&ptrace), 0, "no exec ran in the SYS_PTRACE container");
+
     // The same container as root: refused as the handoff refuses it; granted, shown as root.
     let as_root = start(&[]);
     let out = plan(&as_root.id, &[], "json");
@@ -1126,6 +1145,24 @@ fn handoff_plan_of_a_container_devcell_did_not_create_changes_nothing() {
     assert_eq!(
         &written, record,
         "--environment-out writes the session's record"
+    );
+    // ... and it is the workspace's last record: what `env show` prints (spec-note 0527)
+    let (code, last, stderr) = run(&ctx, "env show", &["--format", "json"]);
+    assert_eq!(code, Some(0), "{last}\n{stderr}");
+    assert_eq!(&last["result"], record, "the workspace's last record");
+    let out = ctx.output("env show", &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("external      container {}", c.id)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  mount       {} -> /cache (bind, ro)",
+            cache.display()
+        )),
+        "{text}"
     );
 
     // It cannot be recreated, and `env export` names the container it is instead of
@@ -1208,37 +1245,8 @@ fn handoffs_of_a_group_share_its_container_and_on_exit_removes_it_after_the_last
             .spawn()
             .unwrap()
     };
-    let status = || {
-        let (code, v, stderr) = run(&ctx, "status", &["--format", "json"]);
-        assert_eq!(code, Some(0), "{v}\n{stderr}");
-        v["result"].clone()
-    };
-    // until `n` sessions run in a container (bounded: a handoff that never starts fails here)
-    let live_in_container = |n: usize| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        loop {
-            let st = status();
-            let sessions = st["sessions"].as_array().cloned().unwrap_or_default();
-            let running = sessions
-                .iter()
-                .filter(|s| s["status"] == "live" && s["containerId"].is_string())
-                .count();
-            if running == n {
-                return st;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{n} sessions never ran: {st}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    };
-    let container_exists = |id: &str| {
-        std::process::Command::new("docker")
-            .args(["inspect", "-f", "{{.State.Running}}", id])
-            .output()
-            .unwrap()
-    };
+    let status = || workspace_status(&ctx);
+    let live_in_container = |n: usize| live_in_container(&ctx, n);
 
     let a = spawn("wait-a");
     live_in_container(1);
@@ -1324,4 +1332,140 @@ fn handoffs_of_a_group_share_its_container_and_on_exit_removes_it_after_the_last
     let st = status();
     assert!(st["groups"][0]["containerId"].is_null(), "{st}");
     assert!(st["recordedContainer"].is_null(), "{st}");
+}
+
+/// `status --format json`'s result for the context's workspace.
+fn workspace_status(ctx: &TestContext) -> Value {
+    let (code, v, stderr) = run(ctx, "status", &["--format", "json"]);
+    assert_eq!(code, Some(0), "{v}\n{stderr}");
+    v["result"].clone()
+}
+
+/// `status` once `n` sessions run in a container (bounded: a handoff that never starts fails
+/// here).
+fn live_in_container(ctx: &TestContext, n: usize) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let st = workspace_status(ctx);
+        let sessions = st["sessions"].as_array().cloned().unwrap_or_default();
+        let running = sessions
+            .iter()
+            .filter(|s| s["status"] == "live" && s["containerId"].is_string())
+            .count();
+        if running == n {
+            return st;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{n} sessions never ran: {st}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// `docker inspect -f {{.State.Running}} ID`.
+fn container_exists(id: &str) -> std::process::Output {
+    std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Running}}", id])
+        .output()
+        .unwrap()
+}
+
+/// Issue 29 (spec-note 0529): two handoffs that name no group on the command line, grouped
+/// only by `[handoff] group` and `cleanup` in config.toml, run side by side in one container
+/// (the same id, each its own session, `status` shows the configured group and policy), and
+/// `on-exit` from config.toml removes the container after the last ends. Each member has its
+/// own context file (spec-note 0161: `.devcell/sessions/<session>/context.json`, named by
+/// `$DEVCELL_CONTEXT`), not the other's.
+#[test]
+fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
+    let Some(ctx) = TestContext::busybox("handoff_group_config") else {
+        return;
+    };
+    let ctx = ctx.isolated().delete_on_drop().config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
+    ));
+    let group = format!("c-{}", crate::support::run_token());
+    let config = ctx.tmp().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[handoff]\ngroup = \"{group}\"\ncleanup = \"on-exit\"\n\
+             [agents.wait-a]\ncommand = [\"sh\", \"-c\", \"echo context=$DEVCELL_CONTEXT; while [ ! -e release-a ]; do sleep 0.1; done\"]\n\
+             [agents.wait-b]\ncommand = [\"sh\", \"-c\", \"echo context=$DEVCELL_CONTEXT; while [ ! -e release-b ]; do sleep 0.1; done\"]\n"
+        ),
+    )
+    .unwrap();
+    let spawn = |agent: &str| {
+        ctx.command()
+            .args([
+                "handoff",
+                "--workspace-folder",
+                ctx.path().to_str().unwrap(),
+                "--agent",
+                agent,
+                "--config-file",
+                config.to_str().unwrap(),
+                "--format",
+                "json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn("wait-a");
+    live_in_container(&ctx, 1);
+    let b = spawn("wait-b");
+    let st = live_in_container(&ctx, 2);
+    let sessions = st["sessions"].as_array().unwrap();
+    let id = sessions[0]["containerId"].as_str().unwrap().to_string();
+    assert_eq!(
+        sessions[1]["containerId"],
+        id.as_str(),
+        "one container: {st}"
+    );
+    assert!(
+        sessions.iter().all(|s| s["group"] == group.as_str()),
+        "{st}"
+    );
+    assert_eq!(st["groups"][0]["name"], group.as_str(), "{st}");
+    assert_eq!(st["groups"][0]["cleanup"], "on-exit", "{st}");
+    assert_eq!(ctx.containers(), vec![id.clone()]);
+
+    // (under `--format json` the agent's output is devcell's stderr)
+    let mut printed = std::collections::BTreeMap::new();
+    for (child, agent) in [(a, "a"), (b, "b")] {
+        std::fs::write(ctx.path().join(format!("release-{agent}")), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        printed.insert(format!("wait-{agent}"), stderr);
+    }
+    assert!(
+        !container_exists(&id).status.success(),
+        "removed after the last"
+    );
+    assert!(ctx.containers().is_empty());
+
+    // each member's own context file, the one its `$DEVCELL_CONTEXT` names
+    let mut agents = Vec::new();
+    for session in &sessions[..2] {
+        let file = ctx
+            .path()
+            .join(".devcell/sessions")
+            .join(session["id"].as_str().unwrap())
+            .join("context.json");
+        let written = read(&file);
+        let agent = written["agent"]["name"].as_str().unwrap().to_string();
+        let named = format!("context={}", written["contextPath"].as_str().unwrap());
+        assert!(
+            printed[&agent].contains(&named),
+            "{named}: {}",
+            printed[&agent]
+        );
+        agents.push(agent);
+    }
+    agents.sort();
+    assert_eq!(agents, ["wait-a", "wait-b"]);
 }

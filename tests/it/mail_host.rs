@@ -209,3 +209,48 @@ fn status_lists_an_escalation_started_without_an_outcome() {
     assert!(after["result"].get("escalations").is_none(), "{after:#}");
     assert_eq!(after["result"]["mail"][0]["escalated"], 1, "still held");
 }
+
+/// Issue 30: `status --mail-group NAME` shows the mail of a named mediator group (tasks that
+/// share it, with `devcell mail --mail-group`) for the workspace, and names the group; without
+/// it, `status` shows the repository's own group, which has none of it.
+#[test]
+fn status_shows_the_mail_of_a_named_group() {
+    let ctx = TestContext::new("mail-status-group").isolated();
+    git(ctx.path(), &["init", "-q"]);
+    let group = devcell::mail::GroupName::new("team-1").unwrap();
+    let policy = Policy::forward_all()
+        .with_rule("*", "*", Some(MessageType::ContractChange), Action::Hold)
+        .unwrap();
+    let m = Mediator::open(&ctx.state(), &group, policy, Bounds::default()).unwrap();
+    m.register(&t("a"), None).unwrap();
+    m.register(&t("b"), None).unwrap();
+    let held = Draft::new(vec![t("b")], MessageType::ContractChange, "v2", "");
+    m.send(&t("a"), held).unwrap();
+    let waiting = Draft::new(vec![t("a")], MessageType::Notice, "hi", "");
+    m.send(&t("b"), waiting).unwrap();
+
+    let named = ctx.run("status", &["--mail-group", "team-1", "--format", "json"]);
+    named.ok();
+    let env = named.json();
+    assert_eq!(env["result"]["mailGroup"], "team-1", "{env:#}");
+    let mail = env["result"]["mail"].as_array().expect("mail").clone();
+    assert_eq!(mail.len(), 2, "{env:#}");
+    assert_eq!(mail[0]["task"], "a");
+    assert_eq!(mail[0]["unacknowledged"], 1);
+    assert_eq!(mail[1]["task"], "b");
+    assert_eq!(mail[1]["held"], 1);
+    let text = ctx.run("status", &["--mail-group", "team-1"]);
+    text.ok();
+    assert!(
+        text.stdout
+            .contains("mail group team-1:\nmail a: 1 unacknowledged"),
+        "{}",
+        text.stdout
+    );
+
+    let own = ctx.run("status", &["--format", "json"]).json();
+    assert!(own["result"].get("mail").is_none(), "{own:#}");
+    assert!(own["result"].get("mailGroup").is_none(), "{own:#}");
+    let bad = ctx.run("status", &["--mail-group", "../x", "--format", "json"]);
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+}

@@ -79,7 +79,32 @@ fn render(record: &EnvironmentRecord) -> String {
     let line = |out: &mut String, key: &str, value: &str| {
         out.push_str(&format!("{key:<14}{value}\n"));
     };
-    line(&mut out, "configuration", &record.configuration.file);
+    // a container devcell did not create (spec-note 0527): it, not a configuration
+    if let Some(x) = &record.external {
+        line(
+            &mut out,
+            "external",
+            &format!(
+                "container {} ({}), devcell did not create it: this record describes it and cannot recreate it",
+                x.container, x.name
+            ),
+        );
+        let user = match &x.exec_user {
+            Some(exec) => format!("{} as {exec}", x.user),
+            None => x.user.clone(),
+        };
+        line(&mut out, "  user", &user);
+        for m in &x.mounts {
+            let ro = if m.read_only { ", ro" } else { "" };
+            line(
+                &mut out,
+                "  mount",
+                &format!("{} -> {} ({}{ro})", m.source, m.target, m.kind),
+            );
+        }
+    } else {
+        line(&mut out, "configuration", &record.configuration.file);
+    }
     for (path, hash) in &record.configuration.files {
         line(&mut out, "  file", &format!("{path} {hash}"));
     }

@@ -30,8 +30,12 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             o.runtime,
             o.effective_isolation(),
         )?;
-        crate::handoff::group::refuse_combinations(&o)?;
         let mut o = o;
+        // a group named only in config.toml does not apply where no group can (spec-note 0525)
+        if args.group.is_none() && crate::handoff::group::refuse_combinations(&o).is_err() {
+            o.group = None;
+        }
+        crate::handoff::group::refuse_combinations(&o)?;
         if o.mail_channel_wanted() && o.effective_isolation() != crate::settings::Isolation::Clone {
             o.mail_group = crate::handoff::mail_host::group_of(&o.workspace_folder, None).ok();
         }
@@ -260,6 +264,12 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
     } else {
         std::io::stdout().is_terminal()
     };
+    let group = crate::handoff::group_request::resolve(
+        args.group.as_deref(),
+        args.cleanup.as_deref(),
+        &settings,
+        &args.agent,
+    )?;
     Ok(HandoffOptions {
         workspace_folder: folder(args.workspace_folder.as_deref()),
         agent: args.agent.clone(),
@@ -317,7 +327,7 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         container: args.container.clone(),
         expect_mounts: crate::handoff::expect_mount::parse_all(&args.expect_mount)?,
         dotfiles: handoff_dotfiles(&args.dotfiles)?,
-        group: crate::handoff::group::request(args.group.as_deref(), args.cleanup.as_deref())?,
+        group,
     })
 }
 
@@ -570,6 +580,7 @@ fn render_plan_container(s: &mut String, p: &HandoffPlan) {
             x.name
         );
         let _ = writeln!(s, "  git        {}", x.git);
+        let _ = writeln!(s, "  lifecycle  {}", x.lifecycle);
     }
 }
 

@@ -415,6 +415,9 @@ pub(crate) fn failure(err: &OpsError) -> Envelope<()> {
     if let Some(hint) = crate::diagnostics::Hint::hint(err) {
         env = env.with_next_action(NextAction::manual(hint));
     }
+    for (description, argv) in err.next_actions() {
+        env = env.with_next_action(NextAction::command(description, argv));
+    }
     env
 }
 

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use crate::cli::args::StatusArgs;
 use crate::cli::commands::{Extras, finish, folder, own_block_on};
 use crate::handoff::status::{StatusOptions, StatusResult, status};
-use crate::handoff::status_all::{AllStatus, LastSession, TaskEntry, TaskState, status_all};
+use crate::handoff::status_all::{
+    AllStatus, LastSession, RepositoryState, TaskEntry, TaskState, status_all,
+};
 
 /// Runs `status`: the workspace's container, sessions and git state.
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
@@ -15,10 +17,17 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     let result = (|| {
         let settings = crate::settings::load(args.config_file.as_deref())?;
+        let workspace_folder = folder(args.workspace_folder.as_deref());
+        let mail_group = args
+            .mail_group
+            .as_deref()
+            .map(|name| crate::handoff::mail_host::group_of(&workspace_folder, Some(name)))
+            .transpose()?;
         let opts = StatusOptions {
-            workspace_folder: folder(args.workspace_folder.as_deref()),
+            workspace_folder,
             settings,
             state_root: None,
+            mail_group,
         };
         own_block_on(status(&opts))
     })();
@@ -118,8 +127,17 @@ fn task_all_line(t: &TaskEntry) -> String {
             }
         })
         .collect();
+    let repository = match t.repository {
+        RepositoryState::Present => "",
+        RepositoryState::Replaced => {
+            " [its repository was REPLACED by another: `devcell prune --tasks` removes it once nothing would be lost]"
+        }
+        RepositoryState::Gone => {
+            " [its repository is GONE: `devcell prune --tasks` removes it once nothing would be lost]"
+        }
+    };
     format!(
-        "task {} {} on {}, container {}: {}",
+        "task {} {} on {}, container {}: {}{repository}",
         t.task,
         match t.state {
             TaskState::New => "new",
@@ -162,6 +180,9 @@ fn render(r: &StatusResult) -> String {
         r.layout.as_str()
     );
     task_lines(&mut s, r);
+    if let Some(group) = &r.mail_group {
+        let _ = writeln!(s, "mail group {group}:");
+    }
     for m in &r.mail {
         let _ = writeln!(
             s,

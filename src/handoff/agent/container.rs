@@ -143,6 +143,16 @@ impl Handoff<'_> {
         })
     }
 
+    /// The agent's context file relative to the workspace root: `[handoff] context_path`, or a
+    /// group member's own ([`context::member_path`], spec-note 0161).
+    pub(super) fn context_rel_path(&self, session: &str) -> String {
+        let configured = ctx_rel_path(&self.opts.settings);
+        match self.group {
+            Some(_) => context::member_path(&configured, session),
+            None => configured,
+        }
+    }
+
     /// The context file, then `AGENTS.md` (when absent), in the workspace root.
     pub(super) async fn write_context_files(
         &self,
@@ -196,16 +206,24 @@ impl Handoff<'_> {
                 .collect(),
         };
         inputs.hooks = context::hooks_from_report(&up.lifecycle);
+        let rel_path = self.context_rel_path(&live.id);
+        inputs.context_path = rel_path.clone();
         let mut ctx = HandoffContext::new(&p.workspace, inputs);
         ctx.sandbox = opts.sandbox.clone();
         ctx.mail = opts
             .mail
             .as_ref()
             .map(crate::handoff::mail_worktree::context_mail);
-        let context_file = context::write(&live.root, &ctx_rel_path(&opts.settings), &ctx)
-            .map_err(|e| live.fail(e.into()))?;
+        let context_file =
+            context::write(&live.root, &rel_path, &ctx).map_err(|e| live.fail(e.into()))?;
+        // the members of a group share `AGENTS.md`: it names the variable, each its own file
+        let shared = self.group.map(|_| HandoffContext {
+            context_path: format!("${}", context::CONTEXT_VARIABLE),
+            ..ctx.clone()
+        });
         let agents_md = agents_md_report(
-            agents_md::write_if_absent(&live.root, &ctx).map_err(|e| live.fail(e.into()))?,
+            agents_md::write_if_absent(&live.root, shared.as_ref().unwrap_or(&ctx))
+                .map_err(|e| live.fail(e.into()))?,
         );
         Ok(Written {
             context_file,

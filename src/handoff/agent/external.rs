@@ -256,6 +256,9 @@ fn planned_mounts(seen: &[crate::engine::MountInfo]) -> Vec<PlannedMount> {
 /// (rule 4 of spec-note 0524 refused anything else).
 const EXTERNAL_GIT: &str = "no container git directories and no fetch-back: the agent works on the workspace's files through the container's own binds, and the host's `.git` is bound read-only or not at all (a writable one is refused); the `.git` entries are compared when the agent ends";
 
+/// What an external handoff does with the container and never does, for its plan.
+const EXTERNAL_LIFECYCLE: &str = "devcell runs the hooks `set-up` runs and the agent in it with exec; it never starts, stops or removes it, and `devcell delete` only forgets it";
+
 /// `handoff --plan --container ID` of a container devcell did not create (spec-note 0526):
 /// the plan the handoff would carry out there (the container judged as the handoff judges
 /// it, its mounts as the host sees them, `set-up`'s judgement and the agent's user; a root
@@ -303,6 +306,7 @@ pub(in crate::handoff) async fn plan(
         remote_user: judged.remote_user,
         exec_user: judged.exec_user,
         git: EXTERNAL_GIT.into(),
+        lifecycle: EXTERNAL_LIFECYCLE.into(),
     });
     Ok(Some(plan))
 }
@@ -1091,6 +1095,23 @@ mod tests {
         assert_eq!(engine.execs().len(), execs, "the plan ran nothing");
         assert_eq!(sessions(), before, "no session begun");
         assert!(!ws.join(".devcell").exists(), "no context file");
+        assert!(
+            external
+                .lifecycle
+                .contains("never starts, stops or removes it")
+        );
+        // what the container already has is reported, never offered as a grant (spec-note 0526)
+        let mut has_more = planned.clone();
+        has_more.permissions = vec![crate::security::PermissionRequest {
+            permission: crate::security::Permission::Capability("SYS_PTRACE".into()),
+            source: crate::security::Source::ExistingContainer("0123456789ab".into()),
+            status: crate::security::RequestStatus::Refused,
+        }];
+        let lines = has_more.permission_lines();
+        assert!(lines[0].contains("already in the container"), "{lines:?}");
+        assert!(!lines[0].contains("grant with"), "{lines:?}");
+        has_more.external = None;
+        assert!(has_more.permission_lines()[0].contains("grant with"));
         let e = plan(&engine, &root).await.unwrap_err();
         assert!(e.to_string().contains("as root"), "{e}");
         let r = super::super::handoff_with(&engine, &right, streams(), stop(), &reporter)

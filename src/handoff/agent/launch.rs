@@ -144,6 +144,15 @@ impl Handoff<'_> {
             );
         }
         env.extend(p.secrets.clone());
+        // the agent's own context file (a group member's is not the shared path)
+        env.insert(
+            crate::handoff::context::CONTEXT_VARIABLE.to_string(),
+            crate::handoff::repository::normalize_posix(&format!(
+                "{}/{}",
+                p.workspace.container_root,
+                self.context_rel_path(&live.id)
+            )),
+        );
         append_safe_directories(&mut env, &safe_directories(&p.workspace, &p.gits));
         Ok((attached, env))
     }

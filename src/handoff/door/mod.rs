@@ -108,4 +108,6 @@ impl crate::ops::error::ProductError for DoorError {
 }
 
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod tests;

@@ -192,3 +192,59 @@ fn status_all_of_an_empty_state_folder_lists_nothing() {
     assert!(all.workspaces.is_empty() && all.mail_groups.is_empty());
     assert!(!state.exists());
 }
+
+/// Issue 27: a task whose repository was replaced by another at its path, or removed, is
+/// still listed (so it can be removed), marked `replaced` or `gone`, its fetch state as
+/// recorded; a task of the repository now at the path is `present`.
+#[test]
+fn status_all_lists_tasks_of_a_replaced_or_removed_repository_marked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let state = base.join("state");
+    let (a, b) = (base.join("a"), base.join("b"));
+    empty_repo(&a);
+    empty_repo(&b);
+    make_task(&a, "old", &base);
+    make_task(&b, "lost", &base);
+    std::fs::remove_dir_all(&a).unwrap();
+    empty_repo(&a);
+    make_task(&a, "new", &base);
+    std::fs::remove_dir_all(&b).unwrap();
+
+    let all = status_all(Some(&state)).unwrap();
+    let v = serde_json::to_value(&all).unwrap();
+    let tasks_of = |w: &Path| -> Vec<(String, String)> {
+        let entry = all
+            .workspaces
+            .iter()
+            .find(|e| e.workspace == w)
+            .unwrap_or_else(|| panic!("{} not listed: {v:#}", w.display()));
+        entry
+            .tasks
+            .iter()
+            .map(|t| {
+                let state = serde_json::to_value(t.repository).unwrap();
+                (t.task.clone(), state.as_str().unwrap().to_string())
+            })
+            .collect()
+    };
+    assert_eq!(
+        tasks_of(&a),
+        [
+            ("new".to_string(), "present".to_string()),
+            ("old".to_string(), "replaced".to_string())
+        ],
+        "{v:#}"
+    );
+    assert_eq!(
+        tasks_of(&b),
+        [("lost".to_string(), "gone".to_string())],
+        "{v:#}"
+    );
+    let lost = &all.workspaces.iter().find(|e| e.workspace == b).unwrap();
+    assert!(!lost.exists);
+    assert_eq!(
+        lost.tasks[0].repos[0].fetch.behind, None,
+        "no repository asked"
+    );
+}

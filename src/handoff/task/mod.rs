@@ -270,6 +270,75 @@ pub enum TaskError {
     /// No state or cache folder is known.
     #[error("no folder for devcell's state or cache (no home folder)")]
     NoFolder,
+    /// A clone task's handoff failed once its name was claimed: while its clone was made
+    /// (nothing of the task is kept: `folder` is `None`) or while it ran (the task is kept, for
+    /// `status`, `fetch --task`, a retry or `delete --task`). It names the task, the user's
+    /// repository and the mirrors, never only devcell's folder of the task (issue 27).
+    #[error("clone task `{}` of `{}`: {}", .0.task, .0.source_repo.display(), .0.error)]
+    Failed(Box<Failed>),
+}
+
+/// [`TaskError::Failed`]'s content.
+#[derive(Debug)]
+pub struct Failed {
+    /// The task.
+    pub task: String,
+    /// The agent the handoff was for (its retry names it).
+    pub agent: String,
+    /// The user's repository, or multi-repository workspace root, the task is of.
+    pub source_repo: PathBuf,
+    /// The task's folder when the task is kept (`None`: it was removed, nothing is left).
+    pub folder: Option<PathBuf>,
+    /// The mirror of each repository (kept: the next task reuses them).
+    pub mirrors: Vec<PathBuf>,
+    /// What failed.
+    pub error: crate::ops::error::OpsError,
+}
+
+impl Failed {
+    /// `devcell <args> --workspace-folder <source>`.
+    fn argv(&self, args: &[&str]) -> Vec<String> {
+        let mut argv: Vec<String> = std::iter::once("devcell")
+            .chain(args.iter().copied())
+            .map(String::from)
+            .collect();
+        argv.push("--workspace-folder".into());
+        argv.push(self.source_repo.to_string_lossy().into_owned());
+        argv
+    }
+
+    /// What gets the user on: see the task, retry it, remove it (when kept); retry (when not).
+    fn actions(&self) -> Vec<(String, Vec<String>)> {
+        let retry = (
+            format!("run task `{}` again", self.task),
+            self.argv(&[
+                "handoff",
+                "--isolation",
+                "clone",
+                "--task",
+                &self.task,
+                "--agent",
+                &self.agent,
+            ]),
+        );
+        if self.folder.is_none() {
+            return vec![retry];
+        }
+        vec![
+            (
+                "show the workspace's tasks, this one included".into(),
+                self.argv(&["status"]),
+            ),
+            retry,
+            (
+                format!(
+                    "remove task `{}` (its container and clone; refused while it holds commits never fetched)",
+                    self.task
+                ),
+                self.argv(&["delete", "--task", &self.task]),
+            ),
+        ]
+    }
 }
 
 impl crate::ops::error::ProductError for TaskError {
@@ -286,6 +355,8 @@ impl crate::ops::error::ProductError for TaskError {
             | TaskError::OverBudget { .. }
             | TaskError::OverInflated { .. } => ErrorCode::PermissionRequired,
             TaskError::InUse { .. } => ErrorCode::SessionActive,
+            // what failed says which kind of failure it was
+            TaskError::Failed(f) => f.error.code(),
             _ => ErrorCode::Internal,
         }
     }
@@ -343,7 +414,25 @@ impl crate::ops::error::ProductError for TaskError {
                 "size": why.size(),
                 "setting": why.setting().map(|s| format!("handoff.{s}")),
             }),
+            TaskError::Failed(f) => {
+                let mut details = f.error.details();
+                if let Some(map) = details.as_object_mut() {
+                    map.insert("task".into(), f.task.clone().into());
+                    map.insert("source".into(), serde_json::json!(f.source_repo));
+                    map.insert("kept".into(), f.folder.is_some().into());
+                    map.insert("taskFolder".into(), serde_json::json!(f.folder));
+                    map.insert("mirrors".into(), serde_json::json!(f.mirrors));
+                }
+                details
+            }
             _ => serde_json::json!({}),
+        }
+    }
+
+    fn next_actions(&self) -> Vec<(String, Vec<String>)> {
+        match self {
+            TaskError::Failed(f) => f.actions(),
+            _ => Vec::new(),
         }
     }
 
@@ -381,6 +470,25 @@ impl crate::ops::error::ProductError for TaskError {
             ),
             TaskError::NoSuchTask { .. } => {
                 Some("`devcell status` lists the workspace's tasks".into())
+            }
+            TaskError::Failed(f) => {
+                let way_on = match &f.folder {
+                    Some(folder) => format!(
+                        "task `{}` is kept in `{}`: `devcell status` lists it, `devcell handoff --isolation clone --task {}` runs it again, `devcell delete --task {}` removes it",
+                        f.task,
+                        folder.display(),
+                        f.task,
+                        f.task
+                    ),
+                    None => format!(
+                        "nothing of task `{}` was kept (the mirrors are, for the next task): `devcell handoff --isolation clone --task {}` tries again",
+                        f.task, f.task
+                    ),
+                };
+                Some(match crate::diagnostics::Hint::hint(&f.error) {
+                    Some(first) => format!("{first}; {way_on}"),
+                    None => way_on,
+                })
             }
             _ => None,
         }
@@ -755,6 +863,16 @@ pub fn list(state_root: &Path, key: &str) -> Vec<TaskRecord> {
 /// by repository name); as [`list`], a task one of whose repositories is not the one it was
 /// made from is skipped.
 pub fn list_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
+    list_all_tasks(state_root, key)
+        .into_iter()
+        // the tasks of a repository that was at this path before are not this one's
+        .filter(|records| records.iter().all(TaskRecord::same_repository))
+        .collect()
+}
+
+/// [`list_tasks`] with the tasks of a repository that was replaced or removed since
+/// (`status --all` lists them, marked, so they can be removed).
+pub fn list_all_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
     let root = tasks_root(state_root, key);
     let mut out: Vec<Vec<TaskRecord>> = std::fs::read_dir(&root)
         .into_iter()
@@ -762,8 +880,6 @@ pub fn list_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| load_folder(&e.path()).ok())
-        // the tasks of a repository that was at this path before are not this one's
-        .filter(|records| records.iter().all(TaskRecord::same_repository))
         .collect();
     out.sort_by(|a, b| a[0].task.cmp(&b[0].task));
     out

@@ -147,9 +147,40 @@ pub fn open_task(
         Err(e) => {
             let _ = std::fs::remove_dir_all(&folder);
             lock.remove();
-            Err(e)
+            let mirrors = sources
+                .iter()
+                .map(|src| mirror::mirror_path(cache_root, &source_key(&src.common_dir)))
+                .collect();
+            Err(failed(
+                e.into(),
+                &name,
+                &opts.agent,
+                shown_source,
+                None,
+                mirrors,
+            ))
         }
     }
+}
+
+/// [`TaskError::Failed`]: `error` of the task `task` of `source` (`folder`: the task folder,
+/// when it is kept).
+fn failed(
+    error: crate::ops::error::OpsError,
+    task: &str,
+    agent: &str,
+    source: PathBuf,
+    folder: Option<PathBuf>,
+    mirrors: Vec<PathBuf>,
+) -> TaskError {
+    TaskError::Failed(Box::new(super::Failed {
+        task: task.to_string(),
+        agent: agent.to_string(),
+        source_repo: source,
+        folder,
+        mirrors,
+        error,
+    }))
 }
 
 /// The task folder in `root` whose name equals `name` but for ASCII case (not `name` itself).
@@ -341,10 +372,22 @@ pub async fn handoff_with(
     stop: StopSignal<'_>,
     reporter: &dyn Reporter,
 ) -> crate::ops::error::Result<HandoffResult> {
-    let state = state_root(opts.state_root.as_deref())?;
     let cache = cache_root()?;
+    run_task(engine, opts, &cache, streams, stop, reporter).await
+}
+
+/// [`handoff_with`] with the mirrors under `cache`.
+async fn run_task(
+    engine: &dyn Engine,
+    opts: &HandoffOptions,
+    cache: &Path,
+    streams: AgentStreams<'_>,
+    stop: StopSignal<'_>,
+    reporter: &dyn Reporter,
+) -> crate::ops::error::Result<HandoffResult> {
+    let state = state_root(opts.state_root.as_deref())?;
     // held until the fetch back is done: the task cannot be deleted or opened again meanwhile
-    let (mut records, _lock) = open_task(opts, &state, &cache, reporter)?;
+    let (mut records, _lock) = open_task(opts, &state, cache, reporter)?;
     let multi = records[0].workspace.is_some();
     let mut task_opts = opts.clone();
     task_opts.workspace_folder = records[0].workspace_folder();
@@ -384,7 +427,27 @@ pub async fn handoff_with(
         .iter_mut()
         .map(|r| fetch::fetch_within(r, &budget))
         .collect();
-    let mut r = result?;
+    let mut r = match result {
+        Ok(r) => r,
+        // stopped by a signal: as it is (devcell exits with 128 + the signal)
+        Err(e) if crate::handoff::session::Stopped::signal_of(&e).is_some() => return Err(e),
+        // the task is kept: the error says which, and how to go on (issue 27)
+        Err(e) => {
+            let record = &records[0];
+            return Err(failed(
+                e,
+                &record.task,
+                &opts.agent,
+                record.workspace.clone().unwrap_or(record.source.clone()),
+                Some(record.folder()),
+                records
+                    .iter()
+                    .map(|r| mirror::mirror_path(cache, &source_key(&r.source_git_dir)))
+                    .collect(),
+            )
+            .into());
+        }
+    };
     let mut reports = Vec::new();
     for (record, fetched) in records.iter().zip(fetched) {
         match fetched {
@@ -894,6 +957,107 @@ mod tests {
             workspace_folder: source.to_path_buf(),
             ..HandoffOptions::default()
         }
+    }
+
+    /// Issue 27: a clone task whose handoff fails once the task is made (here: its image cannot
+    /// be had) fails naming the task, the user's repository, the kept task folder and the
+    /// mirror, with the commands that go on; `status` then lists the task and `delete --task`
+    /// removes it. A task whose clone cannot be made (here: the mirror cannot be) leaves
+    /// nothing of itself and says so.
+    #[tokio::test]
+    async fn a_failed_clone_task_names_the_task_and_the_commands_that_recover_it() {
+        use crate::handoff::session::{AgentStreams, StopSignal};
+        use crate::ops::error::OpsError;
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let source = base.join("src");
+        devcontainer_repo(&source);
+        let (state, cache) = (base.join("state"), base.join("cache"));
+        let mut opts = HandoffOptions {
+            state_root: Some(state.clone()),
+            ..task_options(&source, "t")
+        };
+        with_true_agent(&mut opts);
+        let streams = || AgentStreams {
+            stdin: None,
+            stdout: Box::new(tokio::io::sink()),
+            stderr: Box::new(tokio::io::sink()),
+        };
+        let stop = || -> StopSignal<'static> { Box::pin(futures_util::stream::pending()) };
+        let quiet = crate::progress::NoopReporter;
+        // the fake engine has no `busybox` image
+        let engine = crate::engine::fake::FakeEngine::new();
+        let e: OpsError = run_task(&engine, &opts, &cache, streams(), stop(), &quiet)
+            .await
+            .unwrap_err();
+        let message = e.to_string();
+        assert!(
+            message.starts_with(&format!("clone task `t` of `{}`: ", source.display())),
+            "{message}"
+        );
+        let details = e.details();
+        let folder = tasks_root(&state, &source_key(&source.join(".git"))).join("t");
+        assert_eq!(details["task"], "t", "{details:#}");
+        assert_eq!(details["source"], source.to_str().unwrap(), "{details:#}");
+        assert_eq!(details["kept"], true, "{details:#}");
+        assert_eq!(
+            details["taskFolder"],
+            folder.to_str().unwrap(),
+            "{details:#}"
+        );
+        let mirror = details["mirrors"][0].as_str().expect("a mirror");
+        assert!(Path::new(mirror).join("HEAD").is_file(), "{details:#}");
+        let hint = crate::diagnostics::Hint::hint(&e).unwrap_or_default();
+        assert!(hint.contains("devcell delete --task t"), "{hint}");
+        let actions = e.next_actions();
+        let argvs: Vec<String> = actions.iter().map(|(_, argv)| argv.join(" ")).collect();
+        let at = format!("--workspace-folder {}", source.display());
+        for want in [
+            format!("devcell status {at}"),
+            format!("devcell handoff --isolation clone --task t --agent a {at}"),
+            format!("devcell delete --task t {at}"),
+        ] {
+            assert!(argvs.contains(&want), "{want} in {argvs:#?}");
+        }
+        // recoverable: listed, then deleted
+        let listed = statuses(&source, &state);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].task, "t");
+        delete_task(&engine, &source, "t", false, &state, &quiet)
+            .await
+            .unwrap();
+        assert!(!folder.exists());
+        assert!(statuses(&source, &state).is_empty());
+
+        // a mirror that cannot be made: nothing of the task is kept, and the error says so
+        let blocked = base.join("blocked-cache");
+        std::fs::write(&blocked, "not a folder").unwrap();
+        let e = match open_task(&opts, &state, &blocked, &quiet) {
+            Err(e) => OpsError::from(e),
+            Ok(_) => panic!("made a task without a mirror"),
+        };
+        let details = e.details();
+        assert_eq!(details["task"], "t", "{details:#}");
+        assert_eq!(details["kept"], false, "{details:#}");
+        assert_eq!(details["taskFolder"], serde_json::Value::Null);
+        assert!(!folder.exists());
+        let argvs: Vec<String> = e
+            .next_actions()
+            .into_iter()
+            .map(|(_, a)| a.join(" "))
+            .collect();
+        assert_eq!(
+            argvs,
+            [format!(
+                "devcell handoff --isolation clone --task t --agent a {at}"
+            )]
+        );
+        assert!(
+            crate::diagnostics::Hint::hint(&e)
+                .unwrap_or_default()
+                .contains("nothing of task `t` was kept"),
+            "{e}"
+        );
     }
 
     /// G8 (session 17): a clone task's plan does not warn that the clone's `.git` has no hooks

@@ -67,7 +67,7 @@ impl Host {
     }
 
     /// `up --workspace-folder <ws> <extra…>`.
-    fn up(&self, ws: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(super) fn up(&self, ws: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
         let mut args = vec![
             "up",
             "--workspace-folder",

@@ -14,6 +14,7 @@ mod host_programs;
 mod hostile_agent;
 mod identity_and_escapes;
 mod image_labels;
+mod judge_then_use;
 mod paths;
 mod seventh_review;
 mod terminal;

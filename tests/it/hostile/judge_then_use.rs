@@ -1,0 +1,66 @@
+//! Hostile repositories: see `super`. Judge-then-use (attacks O3-O5): what devcell judged in
+//! the workspace is what is used, even when the workspace changes between the judgement and
+//! the use (a process a hook left running in the dev container, a Compose sidecar binding the
+//! workspace). Each test makes the change itself, at that point, so no timing is involved, and
+//! asserts nothing happened on the host.
+
+use super::host_execution::{Host, envelope};
+use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
+use crate::support::hostile::{HostTarget, HostileRepo};
+
+/// O5: a standing grant pins `scripts/init.sh` by digest; the workspace's script is swapped
+/// after the judgement, before the shell opens it (here by the command's own first step,
+/// standing for the container that writes the workspace meanwhile): what runs on the host is
+/// the judged script, from devcell's copy, and the copies are gone once `up` ends.
+#[test]
+fn a_granted_initialize_command_runs_the_judged_script_not_one_swapped_in() {
+    const NAME: &str = "a_granted_initialize_command_runs_the_judged_script_not_one_swapped_in";
+    if !engine_ready(NAME, BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let repo = HostileRepo::new();
+    repo.file("scripts/init.sh", "echo judged-init\n")
+        .file(
+            ".x/B",
+            &format!("touch {}\necho swapped-init\n", marker.display()),
+        )
+        .file("scripts/swap.sh", "cp .x/B scripts/init.sh\n")
+        .config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "updateRemoteUserUID": false,
+                "initializeCommand": "sh scripts/swap.sh && sh ./scripts/init.sh"}}"#
+        ))
+        .commit();
+
+    // the grant the refusal names covers both scripts by digest
+    let asking = Host::new(&["true"], &[]);
+    let plan = asking.handoff(repo.path(), &["--plan"], &[]);
+    let p = envelope(&plan);
+    let requests = p["error"]["details"]["permissions"].as_array().unwrap();
+    let grant = requests
+        .iter()
+        .find(|r| r["permission"] == "hostCommand")
+        .and_then(|r| r["grant"].as_str())
+        .unwrap_or_else(|| panic!("{p}"))
+        .trim_start_matches("--allow ")
+        .to_string();
+    assert!(grant.starts_with("host-command:sha256:"), "{grant}");
+
+    let host = Host::new(&["true"], &[grant.as_str()]);
+    let up = host.up(repo.path(), &[], &[]);
+    let stderr = String::from_utf8_lossy(&up.stderr);
+    assert_eq!(up.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("judged-init"), "{stderr}");
+    assert!(!stderr.contains("swapped-init"), "{stderr}");
+    assert!(!marker.exists(), "the swapped script ran on the host");
+    target.assert_untouched();
+    // the swap did happen in the workspace: only the judged copy ran
+    let now = std::fs::read_to_string(repo.path().join("scripts/init.sh")).unwrap();
+    assert!(now.contains("swapped-init"), "{now}");
+    let copies = host.state().join("host-commands");
+    let left: Vec<_> = std::fs::read_dir(&copies)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "copies left behind: {left:?}");
+}
