@@ -275,6 +275,13 @@ pub(crate) async fn judge_up(
     let reused = existing
         .as_ref()
         .filter(|_| !opts.remove_existing_container);
+    if let Some(old) = existing.as_ref().filter(|_| opts.remove_existing_container) {
+        // stopped before anything is read to judge: a process a hook left running in it would
+        // otherwise change the workspace's files between the judgement and their use (attack O3)
+        engine
+            .stop_container(&old.id, Some(std::time::Duration::ZERO))
+            .await?;
+    }
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
     find_warnings.extend(gpu_warnings);

@@ -64,3 +64,62 @@ fn a_granted_initialize_command_runs_the_judged_script_not_one_swapped_in() {
         .unwrap_or_default();
     assert!(left.is_empty(), "copies left behind: {left:?}");
 }
+
+/// O3: `up --remove-existing-container` stops the old container before it reads anything to
+/// judge, so a process a hook left running there cannot change the Dockerfile between the
+/// judgement and the build. Pinned where no timing is involved: the new Dockerfile is refused
+/// (a remote `ADD` asks `build_fetch`), and the old container is already stopped, where it
+/// used to run on until the new one was made.
+#[test]
+fn remove_existing_container_stops_the_old_container_before_judging() {
+    const NAME: &str = "remove_existing_container_stops_the_old_container_before_judging";
+    if !engine_ready(NAME, BUSYBOX_IMAGE) {
+        return;
+    }
+    let repo = HostileRepo::new();
+    repo.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nRUN true\n"),
+    )
+    .config(
+        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "nobody", "updateRemoteUserUID": false}"#,
+    )
+    .commit();
+    let host = Host::new(&["true"], &[]);
+    let first = host.up(repo.path(), &[], &[]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let id = envelope(&first)["containerId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&first.stdout)))
+        .to_string();
+    let running = || {
+        let out = std::process::Command::new("docker")
+            .args(["inspect", "-f", "{{.State.Running}}", &id])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(running(), "true");
+    repo.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nADD http://127.0.0.1:9/x /x\n"),
+    );
+    let second = host.up(repo.path(), &["--remove-existing-container"], &[]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&second.stdout),
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_ne!(second.status.code(), Some(0), "{said}");
+    assert!(said.contains("build_fetch"), "{said}");
+    assert_eq!(
+        running(),
+        "false",
+        "the old container ran on while devcell judged"
+    );
+}
