@@ -18,3 +18,4 @@ mod paths;
 mod seventh_review;
 mod terminal;
 mod workspace_git;
+mod workspace_git_after_up;
