@@ -47,11 +47,14 @@ pub struct DownResult {
     /// What the scan of the workspace found once they stopped (set-id bits cleared, devices
     /// named; under `hardened`, attack K11).
     pub set_id_files_and_devices: Vec<crate::security::planted::Planted>,
+    /// Git entries the containers made in the workspace since `up`, moved aside once they
+    /// stopped (spec-note 0466).
+    pub quarantined_git: Vec<crate::security::git_quarantine::Quarantined>,
 }
 
 impl DownResult {
     /// `{"outcome":"success","containerIds":[…],"removed":bool}`, with
-    /// `setIdFilesAndDevices` when the scan found any.
+    /// `setIdFilesAndDevices` and `quarantinedGit` when the scan found any.
     pub fn to_json(&self) -> serde_json::Value {
         let mut json = serde_json::json!({
             "outcome": "success",
@@ -60,6 +63,9 @@ impl DownResult {
         });
         if !self.set_id_files_and_devices.is_empty() {
             json["setIdFilesAndDevices"] = serde_json::json!(self.set_id_files_and_devices);
+        }
+        if !self.quarantined_git.is_empty() {
+            json["quarantinedGit"] = serde_json::json!(self.quarantined_git);
         }
         json
     }
@@ -88,6 +94,7 @@ pub async fn down_with(
         container_ids: Vec::new(),
         removed: opts.remove,
         set_id_files_and_devices: Vec::new(),
+        quarantined_git: Vec::new(),
     };
     if opts.target.id_labels.is_empty()
         && loaded.typed.kind() == crate::config::model::ConfigKind::Compose
@@ -141,7 +148,7 @@ pub async fn down_with(
 }
 
 /// Once the workspace's containers are stopped (or removed), under `hardened`: the workspace
-/// is scanned and set-id bits cleared, each finding a warning (attack K11: a process a hook
+/// is scanned and set-id bits cleared, and git entries made since `up` moved aside, each finding a warning (attack K11: a process a hook
 /// or `exec` left running planted a set-uid file after `up`'s scan; now nothing in the
 /// container runs on).
 fn scan_once_stopped(
@@ -153,6 +160,17 @@ fn scan_once_stopped(
     if hardened && !result.container_ids.is_empty() {
         result.set_id_files_and_devices =
             crate::security::planted_after::scan_root(&loaded.workspace.host_mount_root, reporter);
+    }
+    // git directories made since `up`, whatever the profile now says: only a container `up`
+    // covered has a record (spec-note 0466)
+    for id in &result.container_ids {
+        let moved = crate::ops::workspace_git::after_command(id, &[], reporter);
+        result.quarantined_git.extend(moved);
+        if result.removed
+            && let Some(state) = crate::ops::state_folder::default_root()
+        {
+            crate::security::git_baseline::forget(&state, id);
+        }
     }
 }
 

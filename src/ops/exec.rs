@@ -136,5 +136,8 @@ async fn exec_inner(
         &attached.workspace_folder,
         reporter,
     );
+    // git directories it made where the user runs git (spec-note 0466): said on stderr, as
+    // the command's own output is stdout
+    crate::ops::workspace_git::after_command(&attached.container.id, &opts.allow, reporter);
     Ok(result.exit_code)
 }

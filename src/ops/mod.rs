@@ -78,7 +78,7 @@ pub use read_configuration::{
     ReadConfiguration, ReadConfigurationExtras, ReadConfigurationOptions, read_configuration,
     read_configuration_with,
 };
-pub use run_user_commands::{RunUserCommandsOptions, run_user_commands};
+pub use run_user_commands::{RunUserCommandsOptions, RunUserCommandsResult, run_user_commands};
 pub use secrets::read_secrets_file;
 pub use set_up::{SetUpOptions, SetUpResult, set_up};
 pub use up::up;

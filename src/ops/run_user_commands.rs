@@ -30,10 +30,21 @@ pub struct RunUserCommandsOptions {
     pub allow: Vec<String>,
 }
 
+/// What [`run_user_commands`] did.
+#[derive(Debug, Clone, Default)]
+pub struct RunUserCommandsResult {
+    /// The hooks that ran.
+    pub lifecycle: LifecycleReport,
+    /// Git entries the hooks made in the workspace since `up`, moved aside (spec-note 0466);
+    /// shown as `devcell.quarantinedGit` when any.
+    pub quarantined_git: Vec<crate::security::git_quarantine::Quarantined>,
+}
+
 /// `run-user-commands`: runs the lifecycle hooks in the existing, running dev container
 /// (once-hooks only when their marker says they have not completed; `postAttachCommand`
 /// always), the secrets in their exec environment and masked in every event and error.
-/// Returns the hooks that ran.
+/// Returns the hooks that ran and the git entries they made, moved aside (whether they
+/// failed or not; a failure's are said on `reporter` only).
 ///
 /// Errors: [`OpsError::NoContainer`], [`OpsError::NotRunning`],
 /// [`OpsError::Lifecycle`], [`OpsError::Engine`], [`OpsError::Config`]; any of
@@ -41,7 +52,7 @@ pub struct RunUserCommandsOptions {
 pub async fn run_user_commands(
     opts: &RunUserCommandsOptions,
     reporter: &dyn Reporter,
-) -> Result<LifecycleReport> {
+) -> Result<RunUserCommandsResult> {
     let reporter = MaskingReporter {
         inner: reporter,
         secrets: &opts.secrets,
@@ -74,7 +85,15 @@ pub async fn run_user_commands(
             &attached.workspace_folder,
             &reporter,
         );
-        ran
+        let quarantined_git = crate::ops::workspace_git::after_command(
+            &attached.container.id,
+            &opts.allow,
+            &reporter,
+        );
+        Ok(RunUserCommandsResult {
+            lifecycle: ran?,
+            quarantined_git,
+        })
     };
     run.await.map_err(|e| redact(e, &opts.secrets))
 }

@@ -104,6 +104,9 @@ pub struct SetUpResult {
     pub audit_max: u8,
     /// The hooks that ran or were skipped.
     pub lifecycle: LifecycleReport,
+    /// Git entries the hooks made in the workspace, moved aside (under `hardened`; spec-note
+    /// 0466); shown as `devcell.quarantinedGit` when any.
+    pub quarantined_git: Vec<crate::security::git_quarantine::Quarantined>,
     /// Non-fatal findings: the container's weaknesses, config warnings.
     pub warnings: Vec<Warning>,
     /// `--include-configuration`: the configuration read (`{}` without `--config`).
@@ -160,6 +163,9 @@ impl SetUpResult {
                 "warnings": self.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
         );
+        if !self.quarantined_git.is_empty() {
+            out["devcell"]["quarantinedGit"] = json!(self.quarantined_git);
+        }
         Value::Object(out)
     }
 }
@@ -219,6 +225,7 @@ pub async fn set_up_attached(
         (&judged.remote_user, judged.exec_user.clone()),
     )
     .await?;
+    let watch = git_watch(&judged.profile, &attached);
     let lifecycle = run_hooks(
         engine,
         &attached,
@@ -230,7 +237,9 @@ pub async fn set_up_attached(
         &[],
         reporter,
     )
-    .await?;
+    .await;
+    let quarantined_git = quarantine_after_hooks(watch, &opts.security.allow, reporter);
+    let lifecycle = lifecycle?;
     let SetUpJudgement {
         container,
         remote_user,
@@ -251,11 +260,63 @@ pub async fn set_up_attached(
         audit_score,
         audit_max: security::audit::MAX_SCORE,
         lifecycle,
+        quarantined_git,
         warnings,
         configuration: opts.include_configuration.then_some(configuration),
         merged_configuration: opts.include_merged_configuration.then_some(merged),
     };
     Ok((result, attached))
+}
+
+/// Under `hardened`: the host folder the container binds read-write as its workspace and the
+/// git entries found there before the hooks run (spec-note 0466). `set-up` cannot cover a
+/// container it did not create, so what its hooks make is moved aside after them.
+fn git_watch(
+    profile: &SecurityProfile,
+    attached: &Attached,
+) -> Option<(PathBuf, std::collections::BTreeSet<String>)> {
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return None;
+    }
+    let root = crate::security::planted_after::workspace_source(
+        &attached.container,
+        &attached.workspace_folder,
+    )?;
+    let root = crate::security::host_path::resolve(&root).unwrap_or(root);
+    let before = crate::security::git_entries::find(&root)
+        .entries
+        .into_iter()
+        .map(|e| e.rel)
+        .collect();
+    Some((root, before))
+}
+
+/// Once `set-up`'s hooks ran (or failed): each git entry they made in the workspace
+/// [`git_watch`] found is moved into devcell's state (spec-note 0466), each a warning on
+/// `reporter`; `allow`'s `created-git:<path>` grants keep one.
+fn quarantine_after_hooks(
+    watch: Option<(PathBuf, std::collections::BTreeSet<String>)>,
+    allow: &[String],
+    reporter: &dyn Reporter,
+) -> Vec<crate::security::git_quarantine::Quarantined> {
+    let Some((root, before)) = watch else {
+        return Vec::new();
+    };
+    let keep = security::Grants::parse(allow)
+        .map(|g| g.created_git)
+        .unwrap_or_default();
+    let into = crate::ops::state_folder::default_root()
+        .map(|r| crate::security::git_quarantine::folder_in(&r));
+    let outcome = crate::security::git_quarantine::quarantine_new(
+        &root,
+        &before,
+        &|rel: &str| keep.contains(rel),
+        into.as_deref(),
+    );
+    for m in outcome.messages() {
+        reporter.report(Event::Status(format!("warning: {m}")));
+    }
+    outcome.moved
 }
 
 /// What `set-up` decides of a running container before anything runs in it: its users, the

@@ -24,6 +24,7 @@ use crate::ops::options::UpOptions;
 use crate::ops::permissions::UpChoice;
 use crate::progress::{Event, Reporter};
 use crate::security::SecurityProfile;
+use crate::security::git_baseline;
 use crate::security::git_cover::{self, Known, Plan, Walk};
 use crate::security::git_quarantine;
 
@@ -150,7 +151,44 @@ pub(crate) fn after_hooks(
     };
     result.warnings.extend(messages.into_iter().map(warning));
     result.quarantined_git = outcome.moved;
+    // what later commands compare the workspace with (spec-note 0466)
+    if let Some(state) = crate::ops::state_folder::default_root() {
+        let baseline = git_baseline::Baseline {
+            root: watch.root.clone(),
+            entries: watch.before.union(&watch.keep).cloned().collect(),
+        };
+        if let Err(e) = git_baseline::record(&state, &result.container_id, &baseline) {
+            result.warnings.push(warning(format!(
+                "the workspace's git entries could not be recorded in devcell's state ({e}): `exec`, `run-user-commands` and `down` will not move aside a git directory the container creates; check with `devcell status` before running git on the host"
+            )));
+        }
+    }
     Ok(result)
+}
+
+/// After a command ran container code against the workspace of `container_id` (`exec`,
+/// `run-user-commands`, `down`): each git entry made since `up` recorded the workspace
+/// ([`git_baseline::quarantine_since`], spec-note 0466) is moved aside, each move or failure a
+/// warning on `reporter`. `allow` is the command's `--allow` (its `created-git:<path>` grants
+/// keep an entry). Returns what was moved (empty when the container has no record).
+pub(crate) fn after_command(
+    container_id: &str,
+    allow: &[String],
+    reporter: &dyn Reporter,
+) -> Vec<git_quarantine::Quarantined> {
+    let Some(state) = crate::ops::state_folder::default_root() else {
+        return Vec::new();
+    };
+    let keep = crate::security::Grants::parse(allow)
+        .map(|g| g.created_git)
+        .unwrap_or_default();
+    let Some(outcome) = git_baseline::quarantine_since(&state, container_id, &keep) else {
+        return Vec::new();
+    };
+    for m in outcome.messages() {
+        reporter.report(Event::Status(format!("warning: {m}")));
+    }
+    outcome.moved
 }
 
 /// The host root whose git entries are covered (canonical), where the container sees it, and

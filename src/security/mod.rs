@@ -18,6 +18,7 @@ pub mod compose_files;
 pub mod dockerfile;
 pub mod egress_requests;
 pub mod error;
+pub mod git_baseline;
 pub mod git_cover;
 pub mod git_entries;
 pub mod git_quarantine;

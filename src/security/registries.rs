@@ -183,7 +183,48 @@ fn committed_revisions(folder: &Path) -> Vec<String> {
             ])
         });
     revisions.extend(before);
+    revisions.extend(other_records(&run));
+    revisions.dedup();
     revisions
+}
+
+/// The most [`BEFORE_AGENT`] records [`other_records`] weighs; past it the repository has no
+/// committed side (every host is asked).
+const MAX_RECORDS: usize = 64;
+
+/// The other [`BEFORE_AGENT`] records that bear on `HEAD` (K12 (a)'s limits, spec-note 0467),
+/// as object names: each commit record that is a proper ancestor of `HEAD` (a `HEAD` detached
+/// at the agent's commit, a branch the user renamed or deleted after a fetch-back: the
+/// agent's commits are still between that record and `HEAD`), and each tree record (a
+/// repository that had no commit before the agent: the record is the empty tree, so no
+/// version there names a host). Past [`MAX_RECORDS`], or when git does not answer, one
+/// revision that names nothing (so every host is asked).
+fn other_records(run: &dyn Fn(&[&str]) -> Option<String>) -> Vec<String> {
+    let nothing = || vec![format!("{BEFORE_AGENT}/not-a-revision")];
+    let Some(listed) = run(&[
+        "for-each-ref",
+        "--format=%(objectname) %(objecttype)",
+        &format!("{BEFORE_AGENT}/"),
+    ]) else {
+        return nothing();
+    };
+    let records: Vec<(&str, &str)> = listed.lines().filter_map(|l| l.split_once(' ')).collect();
+    if records.len() > MAX_RECORDS {
+        return nothing();
+    }
+    let head = run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"]);
+    records
+        .into_iter()
+        .filter(|(object, kind)| match *kind {
+            "tree" => true,
+            "commit" => {
+                Some(*object) != head.as_deref()
+                    && run(&["merge-base", "--is-ancestor", object, "HEAD"]).is_some()
+            }
+            _ => false,
+        })
+        .map(|(object, _)| object.to_string())
+        .collect()
 }
 
 /// The committed versions of `path`: its content at each revision of [`committed_revisions`]

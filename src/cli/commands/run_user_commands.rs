@@ -42,10 +42,14 @@ pub fn run(args: RunUserCommandsArgs) -> anyhow::Result<ExitCode> {
             } else {
                 "done"
             };
+            let mut devcell = serde_json::json!({"lifecycle": report.lifecycle});
+            if !report.quarantined_git.is_empty() {
+                devcell["quarantinedGit"] = serde_json::json!(report.quarantined_git);
+            }
             output::json(&serde_json::json!({
                 "outcome": "success",
                 "result": kind,
-                "devcell": {"lifecycle": report},
+                "devcell": devcell,
             }));
             Ok(ExitCode::SUCCESS)
         }

@@ -325,8 +325,8 @@ impl Rules<'_> {
 
 /// Records the commit the user had before the agent's commits came into the branch of
 /// `update`, at [`BEFORE_AGENT`]`/heads/<branch>`: its old value, or for a new branch the
-/// host `HEAD`'s commit when the handoff began (`head_commit`; none in a repository without
-/// commits). Written only when absent, so it stays at the user's commit through later
+/// host `HEAD`'s commit when the handoff began (`head_commit`), or, in a repository that had
+/// no commit, the empty tree. Written only when absent, so it stays at the user's commit through later
 /// sessions until the user deletes it; the registry judgement reads the committed side there
 /// too (attack K12, spec-note 0400). A record git refuses is not written: the fetch-back goes
 /// on.
@@ -336,11 +336,21 @@ fn record_before_agent(
     head_commit: Option<&String>,
     hex_len: usize,
 ) {
-    let (Some(short), Some(user)) = (
-        update.name.strip_prefix("refs/"),
-        update.old.as_ref().or(head_commit),
-    ) else {
+    let Some(short) = update.name.strip_prefix("refs/") else {
         return;
+    };
+    // a repository with no commit before the agent: the record is the empty tree (the user
+    // had no file), so no committed version names a registry host (spec-note 0467)
+    let empty_tree;
+    let user = match update.old.as_ref().or(head_commit) {
+        Some(user) => user,
+        None => match host_git(host, host.common_dir, &["mktree"]) {
+            Ok(tree) => {
+                empty_tree = tree.trim().to_string();
+                &empty_tree
+            }
+            Err(_) => return,
+        },
     };
     let record = format!("{BEFORE_AGENT}/{short}");
     let absent = "0".repeat(hex_len);

@@ -33,14 +33,21 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
+        Self::with_first_commit(true)
+    }
+
+    /// With `commit` false: a repository with no commit yet (`main` unborn).
+    fn with_first_commit(commit: bool) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().join("repo");
         std::fs::create_dir(&work).unwrap();
         git(&work, &["init", "-q", "-b", "main"]);
-        std::fs::write(work.join("a.txt"), "one\n").unwrap();
-        git(&work, &["add", "a.txt"]);
-        git(&work, &["commit", "-qm", "first"]);
-        git(&work, &["branch", "side"]);
+        if commit {
+            std::fs::write(work.join("a.txt"), "one\n").unwrap();
+            git(&work, &["add", "a.txt"]);
+            git(&work, &["commit", "-qm", "first"]);
+            git(&work, &["branch", "side"]);
+        }
         let slot = tmp.path().join("state/git/0");
         let git = std::fs::canonicalize(work.join(".git")).unwrap();
         Self {
@@ -805,4 +812,82 @@ fn new_branches_named_like_describe_names_or_unfetched_remotes_are_kept_aside() 
     }
     assert_eq!(f.rev(&described), second);
     assert_eq!(f.rev("feature"), theirs);
+}
+
+/// K12 (a)'s limits (spec-note 0467): the committed side of the registry judgement after a
+/// fetch-back still reads the user's version when `HEAD` is detached at the agent's commit,
+/// when the user renamed or deleted the branch, when the agent renamed it, and when the refs
+/// are packed; in a repository that had no commit before the agent there is no committed
+/// version that names anything (the record is the empty tree).
+#[test]
+fn the_users_version_still_counts_after_detach_rename_delete_and_packing() {
+    use crate::security::registries::{committed_texts, named_by_every};
+    let names = |texts: &[Option<String>]| {
+        named_by_every(texts, |_, t| {
+            t.lines()
+                .map(str::to_string)
+                .collect::<std::collections::BTreeSet<_>>()
+        })
+    };
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("a.txt"), "evil.example.test\n").unwrap();
+    agent(&dir, &f.work, &["commit", "-qam", "agent"]);
+    f.fetch_back(&cgd);
+    let a = f.work.join("a.txt");
+    let both = vec![
+        Some("evil.example.test\n".to_string()),
+        Some("one\n".to_string()),
+    ];
+    assert_eq!(committed_texts(&a, &f.work), both);
+    git(&f.work, &["checkout", "-q", "--detach", "main"]);
+    assert_eq!(committed_texts(&a, &f.work), both, "detached");
+    git(&f.work, &["checkout", "-q", "-b", "renamed"]);
+    git(&f.work, &["branch", "-D", "main"]);
+    assert!(names(&committed_texts(&a, &f.work)).is_empty(), "renamed");
+    git(&f.work, &["pack-refs", "--all"]);
+    assert!(names(&committed_texts(&a, &f.work)).is_empty(), "packed");
+
+    // the agent renames the branch and packs its refs
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("a.txt"), "evil.example.test\n").unwrap();
+    agent(&dir, &f.work, &["commit", "-qam", "agent"]);
+    agent(&dir, &f.work, &["branch", "-m", "main", "agents"]);
+    agent(&dir, &f.work, &["pack-refs", "--all"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(report.created.len(), 1, "{report:?}");
+    git(&f.work, &["checkout", "-q", "agents"]);
+    let a = f.work.join("a.txt");
+    assert_eq!(committed_texts(&a, &f.work), both);
+    assert!(
+        names(&committed_texts(&a, &f.work)).is_empty(),
+        "{report:?}"
+    );
+
+    // no commit before the agent
+    let f = Fixture::with_first_commit(false);
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("a.txt"), "evil.example.test\n").unwrap();
+    agent(&dir, &f.work, &["add", "a.txt"]);
+    agent(&dir, &f.work, &["commit", "-qm", "agent"]);
+    let report = f.fetch_back(&cgd);
+    assert_eq!(report.created.len(), 1, "{report:?}");
+    let a = f.work.join("a.txt");
+    assert_eq!(
+        git(
+            &f.work,
+            &["cat-file", "-t", "refs/devcell/before-agent/heads/main"]
+        ),
+        "tree"
+    );
+    let texts = committed_texts(&a, &f.work);
+    assert_eq!(
+        texts.first(),
+        Some(&Some("evil.example.test\n".to_string()))
+    );
+    assert!(names(&texts).is_empty(), "{texts:?}");
 }

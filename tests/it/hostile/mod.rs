@@ -19,3 +19,4 @@ mod paths;
 mod seventh_review;
 mod terminal;
 mod workspace_git;
+mod workspace_git_after_up;

@@ -1,0 +1,225 @@
+//! Hostile repositories: see `super`. A container keeps running after `up`: every command that
+//! runs container code against the hardened workspace (`exec`, `run-user-commands`, a process
+//! left running until `down`) can make a git directory where the user runs git. Each of those
+//! commands moves aside what was made since `up` (spec-note 0466).
+
+use crate::support::deadline::Bounded as _;
+use crate::support::{docker::BUSYBOX_IMAGE, hostile::HostileRepo};
+
+/// `git status` as the user on the host, in `dir`, with a fresh `HOME` (no user configuration).
+fn host_git_status(dir: &std::path::Path) {
+    let home = tempfile::tempdir().unwrap();
+    let _ = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "status", "--porcelain"])
+        .current_dir(dir)
+        .env("HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output();
+}
+
+/// Issue 25 class 1, after `up`: a repository's `postAttachCommand` (run by `up` and again by
+/// each `run-user-commands`), an `exec`, and a process an `exec` left running until `down`
+/// each make a git directory with `core.fsmonitor` in a new folder. Each command moves what
+/// was made since `up` into devcell's state and says so (`quarantinedGit` in the JSON of
+/// `run-user-commands` and `down`, a `git_dir_quarantined` warning for `exec`); the user's
+/// `git status` at the root and in each folder runs nothing.
+#[test]
+fn git_directories_made_after_up_are_moved_aside_by_exec_run_user_commands_and_down() {
+    let Some(repo) = HostileRepo::busybox(
+        "git_directories_made_after_up_are_moved_aside_by_exec_run_user_commands_and_down",
+    ) else {
+        return;
+    };
+    let target = crate::support::hostile::HostTarget::new();
+    let plant = format!(
+        "mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config\n",
+        m = target.marker().display()
+    );
+    // a new folder each time the hook runs
+    let hook =
+        "n=$(cat .n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .n; sh plant.sh hook$n/.git";
+    repo.config(
+        &serde_json::json!({"image": BUSYBOX_IMAGE, "postAttachCommand": hook}).to_string(),
+    )
+    .file("plant.sh", &plant);
+    repo.commit();
+    let state = tempfile::tempdir().unwrap();
+    let devcell = |args: &[&str]| -> crate::support::context::Run {
+        let (command, rest) = args.split_first().unwrap();
+        repo.context()
+            .command()
+            .env("DEVCELL_STATE_DIR", state.path())
+            .arg(command)
+            .arg("--workspace-folder")
+            .arg(repo.path())
+            .args(rest)
+            .long_output()
+            .expect("devcell runs")
+            .into()
+    };
+    let moved_paths = |json: &serde_json::Value| -> Vec<String> {
+        json["quarantinedGit"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|q| q["path"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let up = devcell(&["up"]);
+    up.ok();
+    assert_eq!(
+        moved_paths(&up.last_json()["devcell"]),
+        ["hook1/.git"],
+        "{}",
+        up.stderr
+    );
+
+    // exec
+    let exec = devcell(&[
+        "exec",
+        "sh",
+        "-c",
+        "sh plant.sh viaexec/.git && echo planted",
+    ]);
+    exec.ok();
+    assert!(exec.stdout.contains("planted"), "{}", exec.stderr);
+    assert!(
+        !repo.path().join("viaexec/.git").exists(),
+        "{}",
+        exec.stderr
+    );
+    assert!(
+        exec.stderr.contains("git_dir_quarantined"),
+        "{}",
+        exec.stderr
+    );
+    assert!(exec.stderr.contains("viaexec/.git"), "{}", exec.stderr);
+
+    // run-user-commands
+    let ruc = devcell(&["run-user-commands"]);
+    ruc.ok();
+    assert!(
+        repo.path().join("hook2").is_dir(),
+        "the hook ran: {}",
+        ruc.stderr
+    );
+    assert!(!repo.path().join("hook2/.git").exists(), "{}", ruc.stderr);
+    assert_eq!(
+        moved_paths(&ruc.last_json()["devcell"]),
+        ["hook2/.git"],
+        "{}",
+        ruc.stderr
+    );
+
+    // a process left running plants once the exec is over; `down` finds it
+    let left = devcell(&[
+        "exec",
+        "sh",
+        "-c",
+        "setsid sh -c 'while [ ! -f go ]; do sleep 0.1; done; sh plant.sh late/.git; touch planted' </dev/null >/dev/null 2>&1 &",
+    ]);
+    left.ok();
+    std::fs::write(repo.path().join("go"), "").unwrap();
+    let planted = repo.path().join("planted");
+    for _ in 0..600 {
+        if planted.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(planted.exists(), "the left process planted");
+    assert!(repo.path().join("late/.git/config").is_file());
+    let down = devcell(&["down"]);
+    down.ok();
+    assert_eq!(
+        moved_paths(&down.last_json()),
+        ["late/.git"],
+        "{}",
+        down.stderr
+    );
+    assert!(!repo.path().join("late/.git").exists());
+    for moved in ["hook1/.git", "viaexec/.git", "hook2/.git", "late/.git"] {
+        assert!(!repo.path().join(moved).exists(), "{moved}");
+    }
+
+    for dir in ["", "hook1", "viaexec", "hook2", "late"] {
+        let dir = repo.path().join(dir);
+        if dir.is_dir() {
+            host_git_status(&dir);
+        }
+    }
+    target.assert_untouched();
+}
+
+/// Issue 25 class 1, `set-up`: the hooks of a container devcell did not create (so could not
+/// cover) make a git directory with `core.fsmonitor` in the workspace it binds; under
+/// `hardened` it is moved into devcell's state once they ran and named in the result's
+/// `devcell.quarantinedGit` (spec-note 0466); the user's `git status` runs nothing.
+#[test]
+fn a_git_directory_set_ups_hooks_make_is_moved_aside() {
+    let Some(ctx) = crate::support::context::TestContext::busybox(
+        "a_git_directory_set_ups_hooks_make_is_moved_aside",
+    ) else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let target = crate::support::hostile::HostTarget::new();
+    ctx.write(
+        "plant.sh",
+        &format!(
+            "mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
+             printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config\n",
+            m = target.marker().display()
+        ),
+    );
+    crate::support::git::git(ctx.path(), &["init", "-q"]);
+    crate::support::git::git(ctx.path(), &["add", "-A"]);
+    crate::support::git::git(ctx.path(), &["commit", "-q", "-m", "c1"]);
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let c = crate::support::docker::TestContainer::run_with(
+        &[
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/workspace", ws.display()),
+        ],
+        BUSYBOX_IMAGE,
+        &["sleep", "600"],
+    );
+    let config = ctx.tmp().join("set-up.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({
+            "workspaceFolder": "/workspace",
+            "postAttachCommand": "sh plant.sh viasetup/.git && echo planted",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = ctx
+        .command()
+        .args(["set-up", "--container-id", &c.id, "--config"])
+        .arg(&config)
+        .long_output()
+        .expect("devcell runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let result: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert!(
+        stderr.contains("planted") && ws.join("viasetup").is_dir(),
+        "the hook ran: {stderr}"
+    );
+    assert!(!ws.join("viasetup/.git").exists(), "{stderr}");
+    assert_eq!(
+        result["devcell"]["quarantinedGit"][0]["path"], "viasetup/.git",
+        "{result}"
+    );
+    for dir in [ws.clone(), ws.join("viasetup")] {
+        host_git_status(&dir);
+    }
+    target.assert_untouched();
+}
