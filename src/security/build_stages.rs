@@ -69,7 +69,7 @@ fn stages(text: &str, escape: char, args: &BTreeMap<String, String>) -> Vec<Stag
                     if let Some((name, value)) = word.split_once('=')
                         && !defaults.contains_key(name)
                     {
-                        let value = expand(value, &defaults);
+                        let value = super::dockerfile::expand(value, &defaults);
                         defaults.insert(name.to_string(), value);
                     }
                 }
@@ -87,7 +87,7 @@ fn stages(text: &str, escape: char, args: &BTreeMap<String, String>) -> Vec<Stag
                     _ => None,
                 };
                 stages.push(Stage {
-                    base: expand(base, &defaults),
+                    base: super::dockerfile::expand(base, &defaults),
                     name,
                     from: Vec::new(),
                 });
@@ -103,13 +103,15 @@ fn stages(text: &str, escape: char, args: &BTreeMap<String, String>) -> Vec<Stag
                     };
                     let name = name.to_ascii_lowercase();
                     if name == "from" && keyword != "run" {
-                        stage.from.push(expand(value, &defaults));
+                        stage.from.push(super::dockerfile::expand(value, &defaults));
                     } else if name == "mount" && keyword == "run" {
                         let from = value.split(',').find_map(|field| {
                             let (k, v) = field.split_once('=')?;
                             k.eq_ignore_ascii_case("from").then_some(v)
                         });
-                        stage.from.extend(from.map(|v| expand(v, &defaults)));
+                        stage
+                            .from
+                            .extend(from.map(|v| super::dockerfile::expand(v, &defaults)));
                     }
                 }
             }
@@ -242,85 +244,6 @@ fn images_named_by(stages: &[Stage], indices: impl IntoIterator<Item = usize>) -
         }
     }
     images
-}
-
-/// `word` with the variables of `values` expanded as the builders expand them: `$NAME`,
-/// `${NAME}`, `${NAME:-word}` (`word` when the value is empty) and `${NAME:+word}` (`word`
-/// when it is not; empty otherwise), `word` itself expanded. A variable `values` does not hold
-/// (one only the builder knows, an automatic platform argument) or a form other than these is
-/// left as written, so its `$` stays: the caller's sign that the builder decides the value
-/// (attack 23, N20).
-pub(super) fn expand(word: &str, values: &BTreeMap<String, String>) -> String {
-    let mut out = String::with_capacity(word.len());
-    let mut rest = word;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        match expand_one(after, values) {
-            Some((value, used)) => {
-                out.push_str(&value);
-                rest = &after[used..];
-            }
-            None => {
-                out.push('$');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The value of the variable reference that `after` (the text after a `$`) starts with, and
-/// how many bytes of `after` it spans ([`expand`]); `None` when `values` does not hold the
-/// variable or the form is not one [`expand`] reads.
-fn expand_one(after: &str, values: &BTreeMap<String, String>) -> Option<(String, usize)> {
-    let name_len = |s: &str| {
-        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(s.len())
-    };
-    let Some(body) = after.strip_prefix('{') else {
-        let len = name_len(after);
-        if len == 0 {
-            return None;
-        }
-        return Some((values.get(&after[..len])?.clone(), len));
-    };
-    // the `}` closing this reference, past any nested `${…}` in its word
-    let mut depth = 0usize;
-    let close = body.char_indices().find_map(|(i, c)| match c {
-        '{' => {
-            depth += 1;
-            None
-        }
-        '}' if depth == 0 => Some(i),
-        '}' => {
-            depth -= 1;
-            None
-        }
-        _ => None,
-    })?;
-    let inner = &body[..close];
-    let (name, form) = inner.split_at(name_len(inner));
-    let value = values.get(name)?;
-    let expanded = if form.is_empty() {
-        value.clone()
-    } else if let Some(word) = form.strip_prefix(":-") {
-        if value.is_empty() {
-            expand(word, values)
-        } else {
-            value.clone()
-        }
-    } else if let Some(word) = form.strip_prefix(":+") {
-        if value.is_empty() {
-            String::new()
-        } else {
-            expand(word, values)
-        }
-    } else {
-        return None;
-    };
-    Some((expanded, close + 2))
 }
 
 /// The images the stages a build of `target` reaches build `FROM`, in order
@@ -484,8 +407,14 @@ mod tests {
             reached_bases(chained, &args(&[]), None, Reach::UpToTarget),
             ["chained.example.test/i:1"]
         );
-        assert_eq!(expand("${A:?err}/x", &args(&[("A", "a")])), "${A:?err}/x");
-        assert_eq!(expand("$A$B", &args(&[("A", "a")])), "a$B");
+        assert_eq!(
+            crate::security::dockerfile::expand("${A:?err}/x", &args(&[("A", "a")])),
+            "${A:?err}/x"
+        );
+        assert_eq!(
+            crate::security::dockerfile::expand("$A$B", &args(&[("A", "a")])),
+            "a$B"
+        );
     }
 
     /// Attack 23, N16: `ONBUILD COPY --from=<image>` (or `ONBUILD RUN --mount=from=`) in

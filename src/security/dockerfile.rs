@@ -184,7 +184,7 @@ fn add_sources(words: &mut Words<'_>, values: &BTreeMap<String, String>) -> Vec<
     sources.pop(); // the destination
     let mut found = Vec::new();
     for source in sources {
-        let expanded = super::build_stages::expand(&source, values);
+        let expanded = expand(&source, values);
         if let Some(host) = remote_host(&expanded) {
             let what = if expanded == source {
                 format!("ADD {source}")
@@ -195,6 +195,85 @@ fn add_sources(words: &mut Words<'_>, values: &BTreeMap<String, String>) -> Vec<
         }
     }
     found
+}
+
+/// `word` with the variables of `values` expanded as the builders expand them: `$NAME`,
+/// `${NAME}`, `${NAME:-word}` (`word` when the value is empty) and `${NAME:+word}` (`word`
+/// when it is not; empty otherwise), `word` itself expanded. A variable `values` does not hold
+/// (one only the builder knows, an automatic platform argument) or a form other than these is
+/// left as written, so its `$` stays: the caller's sign that the builder decides the value
+/// (attack 23, N20).
+pub(super) fn expand(word: &str, values: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        match expand_one(after, values) {
+            Some((value, used)) => {
+                out.push_str(&value);
+                rest = &after[used..];
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The value of the variable reference that `after` (the text after a `$`) starts with, and
+/// how many bytes of `after` it spans ([`expand`]); `None` when `values` does not hold the
+/// variable or the form is not one [`expand`] reads.
+fn expand_one(after: &str, values: &BTreeMap<String, String>) -> Option<(String, usize)> {
+    let name_len = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let Some(body) = after.strip_prefix('{') else {
+        let len = name_len(after);
+        if len == 0 {
+            return None;
+        }
+        return Some((values.get(&after[..len])?.clone(), len));
+    };
+    // the `}` closing this reference, past any nested `${…}` in its word
+    let mut depth = 0usize;
+    let close = body.char_indices().find_map(|(i, c)| match c {
+        '{' => {
+            depth += 1;
+            None
+        }
+        '}' if depth == 0 => Some(i),
+        '}' => {
+            depth -= 1;
+            None
+        }
+        _ => None,
+    })?;
+    let inner = &body[..close];
+    let (name, form) = inner.split_at(name_len(inner));
+    let value = values.get(name)?;
+    let expanded = if form.is_empty() {
+        value.clone()
+    } else if let Some(word) = form.strip_prefix(":-") {
+        if value.is_empty() {
+            expand(word, values)
+        } else {
+            value.clone()
+        }
+    } else if let Some(word) = form.strip_prefix(":+") {
+        if value.is_empty() {
+            String::new()
+        } else {
+            expand(word, values)
+        }
+    } else {
+        return None;
+    };
+    Some((expanded, close + 2))
 }
 
 /// The variables a Dockerfile's instructions are expanded with, scoped as the builders scope
@@ -240,7 +319,7 @@ impl<'a> Variables<'a> {
             };
             let value = match (self.args.get(&name), &default, &self.stage) {
                 (Some(arg), _, _) => arg.clone(),
-                (None, Some(d), _) => super::build_stages::expand(d, self.values()),
+                (None, Some(d), _) => expand(d, self.values()),
                 (None, None, Some(_)) => match self.global.get(&name) {
                     Some(global) => global.clone(),
                     None => continue,
@@ -281,7 +360,7 @@ impl<'a> Variables<'a> {
             None => pairs.push((first, words.collect::<Vec<_>>().join(" "))),
         }
         for (name, value) in pairs {
-            let value = super::build_stages::expand(&value, stage);
+            let value = expand(&value, stage);
             stage.insert(name.clone(), value);
             self.env.insert(name);
         }
