@@ -143,7 +143,9 @@ pub async fn build(opts: &BuildOptions, reporter: &dyn Reporter) -> Result<Build
 /// `reporter`.
 ///
 /// Steps: the choice and the configuration → [`check_request`] → [`judged_build_options`]
-/// (the host variables and network judged before anything is built) → [`build_dev_image`] →
+/// (the host variables and network judged before anything is built) → the registries the
+/// build pulls from, under the user's closed network
+/// ([`crate::ops::permissions::judged_registries`]) → [`build_dev_image`] →
 /// the tags → the lockfile → [`container_permissions`] → [`push_all`].
 ///
 /// Errors: [`OpsError::Unsupported`] for a configuration
@@ -166,7 +168,21 @@ pub async fn build_with(
     let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
     let kind = loaded.typed.kind();
     check_request(opts, &loaded, kind)?;
-    let (up_opts, early) = judged_build_options(opts, &loaded, (&profile, &grants), network)?;
+    let (up_opts, mut early) = judged_build_options(opts, &loaded, (&profile, &grants), network)?;
+    // the registries the build pulls from, judged as `up` judges them, before anything is
+    // pulled (attack K12; attack 23, N18)
+    let registries = crate::ops::permissions::judged_registries(
+        Some(engine),
+        &loaded,
+        &up_opts.target.env,
+        (&profile, &grants),
+        network.closed(),
+    )
+    .await?;
+    if let Some(refused) = security::refusal_of_all(&profile, &registries, None, &[]) {
+        return Err(refused.into());
+    }
+    early.requests.extend(registries);
     let mut warnings = loaded.warnings.clone();
     warnings.extend(early.warning.iter().map(|message| Warning {
         location: None,
@@ -178,7 +194,15 @@ pub async fn build_with(
         entries,
         lock,
         ..
-    } = build_dev_image(engine, opts, &loaded, choice, reporter, &mut warnings).await?;
+    } = build_dev_image(
+        engine,
+        opts,
+        &loaded,
+        (choice, network.closed()),
+        reporter,
+        &mut warnings,
+    )
+    .await?;
 
     let image_name_as_string = kind == ConfigKind::Compose && opts.image_names.is_empty();
     let names = if opts.image_names.is_empty() {
@@ -308,7 +332,8 @@ fn judged_build_options(
 
 /// The image `up` would run before the uid layer: for a Compose configuration the primary
 /// service's (spec-note 0605), its own properties judged on Compose's model first (a build
-/// context outside the workspace, a build on the host network), then built or pulled, the
+/// context outside the workspace, a build on the host network, the registries its pulls
+/// reach when `network_closed`), then built or pulled, the
 /// Features on it; else the configuration's image or Dockerfile with the Features.
 ///
 /// Errors: [`OpsError::Security`], [`OpsError::Compose`], the build's, the engine's.
@@ -316,7 +341,10 @@ async fn build_dev_image(
     engine: &dyn Engine,
     opts: &BuildOptions,
     loaded: &LoadedConfiguration,
-    (up_opts, profile, grants): (&UpOptions, &security::SecurityProfile, &security::Grants),
+    ((up_opts, profile, grants), network_closed): (
+        (&UpOptions, &security::SecurityProfile, &security::Grants),
+        bool,
+    ),
     reporter: &dyn Reporter,
     warnings: &mut Vec<Warning>,
 ) -> Result<DevImage> {
@@ -346,6 +374,18 @@ async fn build_dev_image(
         &places,
         grants,
     )?;
+    // the registries the project's pulls reach under the user's closed network (attack 23, N9)
+    let registries = crate::ops::permissions::compose_registry_requests(
+        engine,
+        loaded,
+        &target,
+        (profile, grants),
+        network_closed,
+    )
+    .await?;
+    if let Some(refused) = security::refusal_of_all(profile, &registries, None, &[]) {
+        return Err(refused.into());
+    }
     // a build runs no container: under `hardened` it is judged as one on `none` (spec-note 0442)
     let closed = crate::security::build_network::of_a_build(profile).is_some();
     let target = crate::ops::compose_builds::close_builds(

@@ -430,6 +430,17 @@ async fn service_requests(
     ));
     // the local base images' `ONBUILD` triggers (the others after their pull, before the build)
     reported.extend(onbuild_requests(engine, &target, (profile, grants), None).await?);
+    // the registries the project's pulls would reach under a closed network (attack 23, N9)
+    reported.extend(
+        crate::ops::permissions::compose_registry_requests(
+            engine,
+            loaded,
+            &target,
+            (profile, grants),
+            choice.network.closed(),
+        )
+        .await?,
+    );
     requests.extend(reported.iter().cloned());
     Ok(ServiceRequests {
         target,

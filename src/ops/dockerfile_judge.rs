@@ -56,8 +56,12 @@ pub(crate) fn text_requests(
     let Some((shown, text)) = judged_text(loaded, request, profile, grants) else {
         return Vec::new();
     };
-    let syntax_arg = request.args.get("BUILDKIT_SYNTAX").map(String::as_str);
-    let asked = security::dockerfile::text_requests(Built::Dockerfile(&shown), &text, syntax_arg);
+    let args = request
+        .args
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let asked = security::dockerfile::text_requests(Built::Dockerfile(&shown), &text, &args);
     security::judge(profile, asked, grants)
 }
 

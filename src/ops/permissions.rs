@@ -471,6 +471,95 @@ pub(crate) async fn registry_requests(
     ))
 }
 
+/// The registry judgement (attack K12) of a Compose configuration's project `target`
+/// (attack 23, N9): every image its services have pulled on the host
+/// ([`security::compose::pulled_images`]: `image`, the builds' bases and `--from` images,
+/// `docker-image://` contexts; one the engine has is left out unless pulled always), judged
+/// against the hosts the committed side names: `HEAD`'s version of each of the project's
+/// Compose files ([`security::registries::compose_text_hosts`]) and of each service's build
+/// Dockerfile, with that service's committed `build.args`. None under `reference` or an open
+/// network. Only engine reads and devcell's hardened host git.
+///
+/// Errors: [`OpsError::Engine`] when the engine cannot be asked.
+pub(crate) async fn compose_registry_requests(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    target: &crate::ops::compose::ComposeTarget,
+    (profile, grants): (&SecurityProfile, &Grants),
+    closed: bool,
+) -> Result<Vec<PermissionRequest>> {
+    use security::registries::{
+        Named, committed_texts, compose_text_args, compose_text_hosts, dockerfile_hosts,
+        image_host, judge_registries, named_by_every,
+    };
+    if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(Vec::new());
+    }
+    let mut named = Vec::new();
+    for pulled in security::compose::pulled_images(&target.model) {
+        let reference = pulled.reference;
+        if !pulled.always && !reference.contains('$') && present(Some(engine), &reference).await {
+            continue;
+        }
+        named.push(Named {
+            host: image_host(&reference),
+            source: Source::ComposeService {
+                service: pulled.service,
+                property: pulled.property,
+            },
+            reference,
+        });
+    }
+    if named.is_empty() {
+        return Ok(Vec::new());
+    }
+    let resolved = |p: &Path| host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
+    let workspace = &loaded.workspace_folder;
+    let files: Vec<Vec<Option<String>>> = target
+        .project
+        .files
+        .iter()
+        .map(|f| committed_texts(&resolved(f), workspace))
+        .collect();
+    let mut committed: std::collections::BTreeSet<String> = files
+        .iter()
+        .flat_map(|versions| named_by_every(versions, |_, text| compose_text_hosts(text)))
+        .collect();
+    for (service, path) in security::compose::build_dockerfile_paths(&target.model) {
+        let versions = committed_texts(&resolved(&path), workspace);
+        committed.extend(named_by_every(&versions, |index, text| {
+            // the service's arguments in the same version of the files, later files winning
+            let mut args = std::collections::BTreeMap::new();
+            for file in &files {
+                if let Some(Some(compose)) = file.get(index) {
+                    args.extend(compose_text_args(compose, &service));
+                }
+            }
+            dockerfile_hosts(text, &args)
+        }));
+    }
+    Ok(judge_registries(
+        profile, grants, closed, &named, &committed,
+    ))
+}
+
+/// The one registry judgement (attack K12) of everything that pulls or fetches for a
+/// configuration: `up`, a handoff, its plan and preview, and `devcell build` (attack 23, N18):
+/// [`registry_requests`] with the Dockerfile build `up` would make of `loaded` with the
+/// judged host environment `host_env`, when the user's network is `closed`.
+///
+/// Errors: as [`registry_requests`].
+pub(crate) async fn judged_registries(
+    engine: Option<&dyn Engine>,
+    loaded: &LoadedConfiguration,
+    host_env: &std::collections::HashMap<String, String>,
+    (profile, grants): (&SecurityProfile, &Grants),
+    closed: bool,
+) -> Result<Vec<PermissionRequest>> {
+    let build = build_request(loaded, host_env).ok();
+    registry_requests(engine, loaded, build.as_ref(), (profile, grants), closed).await
+}
+
 /// Whether the engine (when there is one) has `reference`, so nothing pulls it; a reference
 /// the engine cannot inspect (one that does not parse) counts as missing, so it is judged.
 async fn present(engine: Option<&dyn Engine>, reference: &str) -> bool {
@@ -862,11 +951,10 @@ pub(crate) async fn judge_configuration(
     let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
     // the registries a closed container's pulls would reach (attack K12), judged before the
     // Features' metadata is fetched below
-    let build = build_request(loaded, &judged.target.env).ok();
-    let registries = registry_requests(
+    let registries = judged_registries(
         Some(engine),
         loaded,
-        build.as_ref(),
+        &judged.target.env,
         (profile, grants),
         network.closed(),
     )

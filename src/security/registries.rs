@@ -125,6 +125,65 @@ pub fn dockerfile_hosts(text: &str, args: &BTreeMap<String, String>) -> BTreeSet
         .collect()
 }
 
+/// The services of a Compose file's text, read as YAML data (no interpolation, merge key or
+/// `extends` applied: the committed side only ever names less for it); empty when it does not
+/// parse.
+fn compose_text_services(text: &str) -> serde_json::Map<String, Value> {
+    serde_yaml::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v.get("services").and_then(Value::as_object).cloned())
+        .unwrap_or_default()
+}
+
+/// The string `build.args` of `service` in a Compose file's text (a map, or a list of
+/// `NAME=value`).
+pub fn compose_text_args(text: &str, service: &str) -> BTreeMap<String, String> {
+    let services = compose_text_services(text);
+    match services.get(service).and_then(|s| s.pointer("/build/args")) {
+        Some(Value::Object(map)) => map
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .filter_map(|v| v.as_str()?.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// Every registry host a Compose file's text names (the committed side, attack 23, N9): each
+/// service's `image`, its `build.dockerfile_inline`'s images (with its `args`), its
+/// `build.additional_contexts`' `docker-image://` images. A build's Dockerfile in its context
+/// is read by the caller ([`dockerfile_hosts`]).
+pub fn compose_text_hosts(text: &str) -> BTreeSet<String> {
+    let mut hosts = BTreeSet::new();
+    for (name, service) in compose_text_services(text) {
+        if let Some(image) = service.get("image").and_then(Value::as_str) {
+            hosts.insert(image_host(image));
+        }
+        let Some(build) = service.get("build") else {
+            continue;
+        };
+        if let Some(inline) = build.get("dockerfile_inline").and_then(Value::as_str) {
+            hosts.extend(dockerfile_hosts(inline, &compose_text_args(text, &name)));
+        }
+        for source in build
+            .get("additional_contexts")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, v)| v.as_str())
+        {
+            if let Some(image) = source.strip_prefix("docker-image://") {
+                hosts.insert(image_host(image));
+            }
+        }
+    }
+    hosts
+}
+
 /// The requests of `named` under `profile` with `grants`, when the container's network is
 /// `closed` (`none`, `allowlist`, or `devcell build`): one [`Permission::Registry`] per host
 /// that `committed` (the hosts the committed configuration names) does not hold, the first
@@ -512,5 +571,31 @@ mod tests {
         assert!(committed_texts(&nested.join("Dockerfile"), dir).is_empty());
         // and a file outside the workspace has none
         assert!(committed_texts(&file, &nested).is_empty());
+    }
+
+    /// Attack 23, N9: the committed side of a Compose configuration: every host its files'
+    /// services name (`image`, `dockerfile_inline` with the service's `args`, a
+    /// `docker-image://` context), read as data; a file that does not parse names none.
+    #[test]
+    fn a_compose_file_names_the_hosts_of_its_services() {
+        let text = "services:\n  app:\n    image: devcell-test/busybox:1\n  side:\n    \
+            image: 127.0.0.1:5000/x:1\n  b:\n    build:\n      context: .\n      args:\n        \
+            - REG=inline.example.test\n      dockerfile_inline: |\n        ARG REG\n        \
+            FROM ${REG}/i:1\n      additional_contexts:\n        c: docker-image://ctx.example.test/c\n";
+        let hosts: Vec<String> = compose_text_hosts(text).into_iter().collect();
+        assert_eq!(
+            hosts,
+            [
+                "127.0.0.1:5000",
+                "ctx.example.test",
+                "docker.io",
+                "inline.example.test"
+            ]
+        );
+        assert_eq!(
+            compose_text_args(text, "b").get("REG").map(String::as_str),
+            Some("inline.example.test")
+        );
+        assert!(compose_text_hosts("services: [").is_empty());
     }
 }

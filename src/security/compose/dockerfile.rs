@@ -55,6 +55,18 @@ pub(super) fn build_dockerfile(build: &Value) -> std::result::Result<Option<Stri
     Ok(None)
 }
 
+/// The string values of a Compose `build`'s `args` (as Compose passes them; an argument
+/// without a value, taken from Compose's environment, is left out: the builder's to decide).
+pub(super) fn build_args(build: &Value) -> std::collections::BTreeMap<String, String> {
+    build
+        .get("args")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect()
+}
+
 /// The frontend a Compose build names beside its Dockerfile's text (attacks G9): the
 /// `BUILDKIT_SYNTAX` build argument, else the Dockerfile's `# syntax=` directive
 /// ([`frontend`]).

@@ -416,19 +416,110 @@ pub fn build_bases(model: &Value) -> Vec<(String, Vec<String>)> {
         .filter_map(|(name, service)| {
             let build = service.get("build")?;
             let text = dockerfile::build_dockerfile(build).ok().flatten()?;
-            let args = build
-                .get("args")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect();
+            let args = dockerfile::build_args(build);
             // Compose builds with BuildKit: only the stages the target needs
             let target = build.get("target").and_then(Value::as_str);
             let bases = base_images(&text, &args, target, Reach::Needed);
             Some((name.clone(), bases))
         })
         .filter(|(_, bases)| !bases.is_empty())
+        .collect()
+}
+
+/// An image a Compose model has pulled on the host when the engine lacks it (attack 23, N9):
+/// by Compose for a service's `image`, by the builder for a build's bases, `--from` images
+/// and `docker-image://` named contexts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulledImage {
+    /// The service naming it.
+    pub service: String,
+    /// The reference as named (a `$` left where only the builder knows the value).
+    pub reference: String,
+    /// The property naming it, as shown (`image`, `build.dockerfile: FROM/--from <ref>`,
+    /// `build.additional_contexts`).
+    pub property: String,
+    /// Pulled even when the engine has it (`pull_policy: always`, `build.pull: true`).
+    pub always: bool,
+}
+
+/// Every image `model`'s services have pulled ([`PulledImage`]): each `image`, each build's
+/// Dockerfile (inline or in its local context) bases and `--from` images with the build's
+/// `args` and `target` (BuildKit: the stages the target needs; `ONBUILD` ones too), and each
+/// `docker-image://` named context. Reads the builds' Dockerfiles (bounded, no links).
+pub fn pulled_images(model: &Value) -> Vec<PulledImage> {
+    let mut pulled = Vec::new();
+    for (name, service) in services_of(model) {
+        let pull_policy = service.get("pull_policy").and_then(Value::as_str);
+        // Compose pulls a service's `image` even when it has a `build` (building only when
+        // the pull fails), unless told to build or never pull
+        if let Some(image) = service.get("image").and_then(Value::as_str)
+            && !matches!(pull_policy, Some("build" | "never"))
+        {
+            pulled.push(PulledImage {
+                service: name.clone(),
+                reference: image.to_string(),
+                property: "image".into(),
+                always: pull_policy == Some("always"),
+            });
+        }
+        let Some(build) = service.get("build") else {
+            continue;
+        };
+        let always = build.get("pull").and_then(Value::as_bool) == Some(true);
+        if let Ok(Some(text)) = dockerfile::build_dockerfile(build) {
+            let args = dockerfile::build_args(build);
+            let target = build.get("target").and_then(Value::as_str);
+            for image in
+                crate::security::build_stages::pulled_images(&text, &args, target, Reach::Needed)
+            {
+                pulled.push(PulledImage {
+                    service: name.clone(),
+                    property: format!("build.dockerfile: FROM/--from {image}"),
+                    reference: image,
+                    always,
+                });
+            }
+        }
+        for source in build
+            .get("additional_contexts")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, v)| v.as_str())
+        {
+            if let Some(image) = source.strip_prefix("docker-image://") {
+                pulled.push(PulledImage {
+                    service: name.clone(),
+                    reference: image.to_string(),
+                    property: "build.additional_contexts".into(),
+                    always,
+                });
+            }
+        }
+    }
+    pulled
+}
+
+/// Each service's local build Dockerfile in `model` (context joined with `dockerfile`, default
+/// `Dockerfile`; none for an inline one or a remote context), with the service's name: where
+/// the committed side of the registry judgement reads it (attack 23, N9).
+pub fn build_dockerfile_paths(model: &Value) -> Vec<(String, std::path::PathBuf)> {
+    services_of(model)
+        .filter_map(|(name, service)| {
+            let build = service.get("build")?;
+            if build.get("dockerfile_inline").is_some() {
+                return None;
+            }
+            let context = build.get("context").and_then(Value::as_str)?;
+            if fields::is_remote_context(context) {
+                return None;
+            }
+            let file = build
+                .get("dockerfile")
+                .and_then(Value::as_str)
+                .unwrap_or("Dockerfile");
+            Some((name.clone(), std::path::Path::new(context).join(file)))
+        })
         .collect()
 }
 

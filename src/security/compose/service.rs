@@ -456,7 +456,13 @@ fn build_privileges(name: &str, build: &Value, asked: &mut Asked<'_>) {
         for (permission, what) in crate::security::dockerfile::run_step_requests(&text) {
             asked.push(permission, &format!("build.dockerfile: {what}"));
         }
-        for (host, what) in crate::security::dockerfile::remote_sources(&text) {
+        // its own `ONBUILD` triggers run where devcell builds `FROM` the image (attack 23, N16)
+        if let Some(what) = crate::security::dockerfile::onbuild_triggers(&text) {
+            let permission = Permission::RuntimeOption(format!("build_onbuild={name}"));
+            asked.push(permission, &format!("build.dockerfile: {what}"));
+        }
+        let args = super::dockerfile::build_args(build);
+        for (host, what) in crate::security::dockerfile::remote_sources(&text, &args) {
             let permission = Permission::RuntimeOption(format!("build_fetch={name}:{host}"));
             asked.push(permission, &format!("build.dockerfile: {what}"));
         }

@@ -6,6 +6,7 @@
 
 mod attacks;
 mod before_build;
+mod closed_registries;
 mod compose_projects;
 mod eighth_review;
 mod env_and_build;

@@ -391,3 +391,49 @@ fn build_entitlements_are_requests() {
     )
     .unwrap();
 }
+
+/// Attack 23, N9: a Compose configuration contributed nothing to the registry judgement, so
+/// a sidecar's `image` (or a build's `FROM`, `dockerfile_inline`, `--from` image or
+/// `docker-image://` context) the agent wrote was pulled under a closed network. Every image
+/// the project has pulled is listed with its service and property; `pull_policy: build`
+/// pulls none, `pull_policy: always` and `build.pull` pull even a present one.
+#[test]
+fn every_image_a_project_pulls_is_listed() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("Dockerfile"),
+        "ARG REG=127.0.0.1:18424\nFROM ${REG}/exfil/base:1\nCOPY --from=from.example.test/f:2 / /\n",
+    )
+    .unwrap();
+    let context = tmp.path().to_str().unwrap();
+    let m = model(json!({
+        "app": {"image": "devcell-test/busybox:1"},
+        "side": {"image": "127.0.0.1:18424/exfil/x:SECRET", "pull_policy": "always"},
+        "built": {"build": {"context": context, "args": {"REG": "arg.example.test"}}},
+        "inline": {"build": {"context": context, "pull": true,
+            "dockerfile_inline": "FROM inline.example.test/i:1\n",
+            "additional_contexts": {"x": "docker-image://ctx.example.test/c:1", "y": "../dir"}}},
+        "tagged": {"build": {"context": context}, "image": "tag.example.test/t:1", "pull_policy": "build"}
+    }));
+    let listed: Vec<String> = pulled_images(&m)
+        .into_iter()
+        .map(|p| format!("{} {} {} {}", p.service, p.property, p.reference, p.always))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "app image devcell-test/busybox:1 false",
+            "side image 127.0.0.1:18424/exfil/x:SECRET true",
+            "built build.dockerfile: FROM/--from arg.example.test/exfil/base:1 arg.example.test/exfil/base:1 false",
+            "built build.dockerfile: FROM/--from from.example.test/f:2 from.example.test/f:2 false",
+            "inline build.dockerfile: FROM/--from inline.example.test/i:1 inline.example.test/i:1 true",
+            "inline build.additional_contexts ctx.example.test/c:1 true",
+            "tagged build.dockerfile: FROM/--from 127.0.0.1:18424/exfil/base:1 127.0.0.1:18424/exfil/base:1 false",
+            "tagged build.dockerfile: FROM/--from from.example.test/f:2 from.example.test/f:2 false",
+        ]
+    );
+    let paths = build_dockerfile_paths(&m);
+    let names: Vec<&str> = paths.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(names, ["built", "tagged"]);
+    assert_eq!(paths[0].1, tmp.path().join("Dockerfile"));
+}
