@@ -50,6 +50,7 @@ pub mod options;
 pub mod outdated;
 pub mod permissions;
 pub mod ports;
+pub mod ports_detached;
 pub mod ports_relay;
 pub mod preview;
 pub mod read_configuration;
