@@ -88,25 +88,12 @@ pub fn set_debug(on: bool) {
     DEBUG_LOG.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// A registry, Feature or pull failure in one line (issue 28 item 5): the error's message and
-/// what failed (`not found`, `unauthorised`, `no network to that registry`, the offline
-/// cache's miss), with the registry's hint when the error carries none of its own.
+/// A registry, Feature or pull failure in one line with its hint
+/// ([`crate::ops::registry_failure_line`]).
 fn registry_line(err: &anyhow::Error) -> Option<(String, Option<String>)> {
-    let oci = err
-        .chain()
-        .find_map(|c| c.downcast_ref::<crate::oci::OciError>())?;
-    let failure = crate::oci::registry::registry_failure(oci)?;
-    let hint = err
-        .downcast_ref::<OpsError>()
-        .and_then(Hint::hint)
-        .or_else(|| crate::oci::registry::registry_hint(oci));
     let top = err.to_string();
-    let line = if top == oci.to_string() {
-        failure
-    } else {
-        format!("{top}: {failure}")
-    };
-    Some((line, hint))
+    let hint = err.downcast_ref::<OpsError>().and_then(Hint::hint);
+    crate::ops::registry_failure_line(&top, err.as_ref(), hint)
 }
 
 /// Renders an error chain on stderr as `error: …` followed by the offending line with a caret

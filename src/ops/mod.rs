@@ -70,7 +70,7 @@ pub use crate::lifecycle::Dotfiles;
 pub use bring_up::{ContainerAction, UpResult};
 pub use build::{BuildOptions, BuildResult, PushedImage, build};
 pub use down::{DownOptions, DownResult, down};
-pub use error::{OpsError, Result};
+pub use error::{OpsError, Result, registry_failure_line};
 pub use exec::{ExecOptions, ExecStreams, exec};
 pub use load::{LoadOptions, LoadedConfiguration, load_configuration};
 pub use options::{ImageBuildOptions, SecurityOptions, TargetOptions, UidUpdateDefault, UpOptions};
