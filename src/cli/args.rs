@@ -1169,6 +1169,16 @@ pub struct PortsArgs {
     /// once every port listens.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+    /// Forward in the background: print the forwards once every port listens, then return;
+    /// the forwarder runs until `ports --stop` or `down`.
+    #[arg(long, conflicts_with = "stop")]
+    pub detach: bool,
+    /// Stop the background forwarders (`--detach`) of the container and return.
+    #[arg(long)]
+    pub stop: bool,
+    /// The detached forwarder's record key (set by `--detach` for the process it starts).
+    #[arg(long = "detached-record", hide = true, value_name = "KEY")]
+    pub detached_record: Option<String>,
     /// Docker CLI, host state and log flags.
     #[command(flatten)]
     pub common: CommonArgs,

@@ -236,6 +236,7 @@ fn mutually_exclusive(err: &clap::Error) -> Option<String> {
 fn init_tracing(cli: &Cli) {
     use std::io::IsTerminal;
     let level = cli.log_level.as_deref().unwrap_or("warn");
+    output::set_debug(matches!(level, "debug" | "trace"));
     let filter = tracing_subscriber::EnvFilter::try_from_env("DEVCELL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("devcell={level}")));
     let builder = tracing_subscriber::fmt()

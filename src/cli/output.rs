@@ -79,31 +79,62 @@ fn causes(err: &anyhow::Error) -> Vec<String> {
     shown.split_off(1)
 }
 
+/// Whether `--log-level` is `debug` or `trace`: a registry failure's `caused by:` chain is
+/// shown then only.
+static DEBUG_LOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets whether `--log-level` asks for `debug` (or `trace`).
+pub fn set_debug(on: bool) {
+    DEBUG_LOG.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A registry, Feature or pull failure in one line with its hint
+/// ([`crate::ops::registry_failure_line`]).
+fn registry_line(err: &anyhow::Error) -> Option<(String, Option<String>)> {
+    let top = err.to_string();
+    let hint = err.downcast_ref::<OpsError>().and_then(Hint::hint);
+    crate::ops::registry_failure_line(&top, err.as_ref(), hint)
+}
+
 /// Renders an error chain on stderr as `error: …` followed by the offending line with a caret
-/// (config errors), its causes, and `hint: …` when a fix is known.
+/// (config errors), its causes, and `hint: …` when a fix is known. A registry failure is one
+/// line saying what failed ([`registry_line`]); its causes only under `--log-level debug`.
 pub fn error(err: &anyhow::Error) {
+    let registry = registry_line(err);
+    let (line, hint) = match &registry {
+        Some((line, hint)) => (line.clone(), hint.clone()),
+        None => (
+            err.to_string(),
+            err.downcast_ref::<OpsError>().and_then(Hint::hint),
+        ),
+    };
+    let causes = if registry.is_none() || DEBUG_LOG.load(std::sync::atomic::Ordering::Relaxed) {
+        causes(err)
+    } else {
+        Vec::new()
+    };
     if json_log() {
-        let mut text = format!("error: {err}");
-        for cause in causes(err) {
+        let mut text = format!("error: {line}");
+        for cause in causes {
             text.push_str(&format!("\n  caused by: {cause}"));
         }
-        if let Some(hint) = err.downcast_ref::<OpsError>().and_then(Hint::hint) {
+        if let Some(hint) = hint {
             text.push_str(&format!("\nhint: {hint}"));
         }
         json_event(LEVEL_ERROR, &text);
         return;
     }
-    eprintln!("error: {}", printable(&err.to_string(), Sgr::Escape));
+    eprintln!("error: {}", printable(&line, Sgr::Escape));
     let handoff = err.downcast_ref::<OpsError>();
     if let Some(loc) = handoff.and_then(OpsError::location)
         && !loc.line_text.is_empty()
     {
         eprintln!("{}", printable(&loc.snippet(), Sgr::Escape));
     }
-    for cause in causes(err) {
+    for cause in causes {
         eprintln!("  caused by: {}", printable(&cause, Sgr::Escape));
     }
-    if let Some(hint) = handoff.and_then(Hint::hint) {
+    if let Some(hint) = hint {
         eprintln!("\nhint: {}", printable(&hint, Sgr::Escape));
     }
 }

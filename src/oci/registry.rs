@@ -717,6 +717,40 @@ pub fn registry_hint(err: &OciError) -> Option<String> {
     }
 }
 
+/// What failed in a registry request, in a few words, for the one-line error (issue 28 item
+/// 5): `not found` (no such repository, tag, manifest or blob), `unauthorised`, `no network to
+/// that registry` (it could not be connected to: a name that does not resolve, a refused or
+/// timed-out connection), or the offline cache's miss. `None` for anything else.
+pub fn registry_failure(err: &OciError) -> Option<String> {
+    use oci_client::errors::OciDistributionError as E;
+    match err {
+        OciError::OfflineMiss { .. } => Some("not in the cache, and offline mode is on".into()),
+        OciError::Registry {
+            operation,
+            reference,
+            source,
+        } => {
+            let what = if is_not_found_error(err) {
+                "not found"
+            } else {
+                match &**source {
+                    E::UnauthorizedError { .. }
+                    | E::AuthenticationFailure(_)
+                    | E::ServerError {
+                        code: 401 | 403, ..
+                    } => "unauthorised",
+                    E::RequestError(e) if e.is_connect() || e.is_timeout() => {
+                        "no network to that registry"
+                    }
+                    _ => return None,
+                }
+            };
+            Some(format!("{what} ({operation} `{reference}`)"))
+        }
+        _ => None,
+    }
+}
+
 /// Whether `err` is a registry "not found" (unknown repository, tag, manifest or blob).
 pub fn is_not_found_error(err: &OciError) -> bool {
     match err {

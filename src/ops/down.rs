@@ -77,7 +77,12 @@ impl DownResult {
 /// Errors: `Config` for the configuration, `Engine` when the engine fails.
 pub async fn down(opts: &DownOptions, reporter: &dyn Reporter) -> Result<DownResult> {
     let engine = crate::engine::connect().await?;
-    down_with(&*engine, opts, reporter).await
+    let result = down_with(&*engine, opts, reporter).await?;
+    // `ports --detach` forwarders into them end with them (spec-note 0652)
+    if let Some(state) = crate::ops::state_folder::default_root() {
+        crate::ops::ports_detached::stop_for_containers(&state, &result.container_ids).await;
+    }
+    Ok(result)
 }
 
 /// [`down`] through `engine`.

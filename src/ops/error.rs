@@ -685,3 +685,29 @@ fn short_value(value: &serde_json::Value) -> String {
         }
     }
 }
+
+/// A registry, Feature or pull failure in one line (issue 28 item 5, spec-note 0653): when
+/// `err`'s chain holds an [`crate::oci::OciError`] that says what failed, `top` (the error's
+/// message) followed by what failed (`not found`, `unauthorised`, `no network to that
+/// registry`, the offline cache's miss), and `hint`, else the registry's own hint.
+pub fn registry_failure_line(
+    top: &str,
+    err: &(dyn std::error::Error + 'static),
+    hint: Option<String>,
+) -> Option<(String, Option<String>)> {
+    let mut next = Some(err);
+    let oci = std::iter::from_fn(|| {
+        let current = next?;
+        next = current.source();
+        Some(current)
+    })
+    .find_map(|e| e.downcast_ref::<crate::oci::OciError>())?;
+    let failure = crate::oci::registry::registry_failure(oci)?;
+    let hint = hint.or_else(|| crate::oci::registry::registry_hint(oci));
+    let line = if top == oci.to_string() {
+        failure
+    } else {
+        format!("{top}: {failure}")
+    };
+    Some((line, hint))
+}

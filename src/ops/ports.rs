@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -77,7 +77,7 @@ pub fn parse_port_flag(text: &str) -> std::result::Result<PortFlag, String> {
 }
 
 /// One forward to set up: a host port on [`LISTEN_ADDRESS`] to a container port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ForwardSpec {
     /// The Compose service whose container the forward ends in (a `forwardPorts` entry
@@ -100,7 +100,7 @@ pub struct ForwardSpec {
 }
 
 /// A `forwardPorts` entry that is not forwarded, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotForwarded {
     /// The entry as written (`"db:5432"`).
     pub entry: String,
@@ -253,7 +253,7 @@ fn port_attributes<'v>(merged: &'v Value, port: u16, entry: Option<&str>) -> Opt
 }
 
 /// One forward listening: where it listens and where it goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Forward {
     /// The host address ([`LISTEN_ADDRESS`]).
@@ -302,6 +302,7 @@ impl Forward {
 /// The forwards set up by [`open`]: listening, not yet serving.
 pub struct Forwarding {
     engine: Arc<dyn Engine>,
+    container_id: String,
     listeners: Vec<(TcpListener, RelayTarget)>,
     forwards: Vec<Forward>,
     not_forwarded: Vec<NotForwarded>,
@@ -398,6 +399,7 @@ pub async fn open_with(
     }
     Ok(Forwarding {
         engine,
+        container_id: attached.container.id.clone(),
         listeners,
         forwards,
         not_forwarded,
@@ -534,9 +536,16 @@ impl Forwarding {
         &self.not_forwarded
     }
 
-    /// `{"forwards": [...], "notForwarded": [...]}`: what an orchestrator reads.
+    /// The dev container's id.
+    pub fn container_id(&self) -> &str {
+        &self.container_id
+    }
+
+    /// `{"containerId": "…", "forwards": [...], "notForwarded": [...]}`: what an orchestrator
+    /// reads (and the detached forwarder's [`crate::ops::ports_detached::Listening`]).
     pub fn to_json(&self) -> Value {
         serde_json::json!({
+            "containerId": self.container_id,
             "forwards": self.forwards,
             "notForwarded": self.not_forwarded,
         })

@@ -247,6 +247,62 @@ mod tests {
         assert_eq!(Relay::Socat.argv(80), ["socat", "-", "TCP:127.0.0.1:80"]);
     }
 
+    /// Runs `relay`'s argv on this host (the container's side is a host process here: no
+    /// image here has socat or python3) against a loopback server that answers `pong:` and
+    /// what it read: the relay must carry both directions and end when the server closes.
+    fn relays_on_the_host(relay: Relay) {
+        use std::io::{Read as _, Write as _};
+        let program = relay.argv(1)[0].clone();
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {program}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            // this host lacks it: nothing to run (the argv is still pinned by
+            // `every_relay_connects_to_loopback_only`)
+            return;
+        }
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        let serving = std::thread::spawn(move || {
+            let (mut stream, _) = server.accept().unwrap();
+            let mut got = [0u8; 4];
+            stream.read_exact(&mut got).unwrap();
+            stream.write_all(b"pong:").unwrap();
+            stream.write_all(&got).unwrap();
+        });
+        let argv = relay.argv(port);
+        let mut child = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"ping").unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        drop(stdin);
+        let _ = child.wait();
+        serving.join().unwrap();
+        assert_eq!(out, "pong:ping", "{relay:?}");
+    }
+
+    #[test]
+    fn the_python_relay_carries_both_directions() {
+        relays_on_the_host(Relay::Python3);
+    }
+
+    #[test]
+    fn the_socat_relay_carries_both_directions() {
+        relays_on_the_host(Relay::Socat);
+    }
+
     #[test]
     fn the_tail_keeps_the_last_bytes_only() {
         use tokio::io::AsyncWriteExt as _;

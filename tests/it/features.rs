@@ -652,3 +652,69 @@ fn package_and_publish_read_jsonc_feature_metadata() {
     assert_eq!(annotation["id"], "commented");
     assert_eq!(annotation["options"]["o"]["default"], "d");
 }
+
+/// Registry failures where the user looks (issue 28 item 5, spec-note 0653): a Feature whose
+/// tag the local registry lacks, one whose repository it lacks, and one on a loopback port
+/// nothing listens on each fail `up` with one `error:` line saying what failed (`not found`,
+/// `no network to that registry`) and a hint; the `caused by:` chain only with
+/// `--log-level debug`. Only the local registry and `127.0.0.1` are contacted.
+#[test]
+fn registry_failures_are_one_line_with_a_hint_and_the_chain_under_debug() {
+    let Some(ctx) = TestContext::busybox("registry_failures_one_line") else {
+        return;
+    };
+    let registry =
+        std::env::var("DEVCELL_TEST_REGISTRY").unwrap_or_else(|_| "127.0.0.1:5000".into());
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let ctx = ctx.isolated();
+    let cases = [
+        (
+            format!("{registry}/devcell-test/hostgit:no-such-tag"),
+            "not found",
+            "has no",
+        ),
+        (
+            format!("{registry}/devcell-test/no-such-repository-28:1"),
+            "not found",
+            "has no",
+        ),
+        (
+            format!("127.0.0.1:{closed}/devcell-test/f:1"),
+            "no network to that registry",
+            "cannot be reached",
+        ),
+    ];
+    for (reference, failure, hint) in &cases {
+        ctx.write(
+            ".devcontainer/devcontainer.json",
+            &json!({
+                "image": crate::support::docker::BUSYBOX_IMAGE,
+                "features": {reference.as_str(): {}}
+            })
+            .to_string(),
+        );
+        let run = ctx.run("up", &[]);
+        assert_ne!(run.code, Some(0), "{}", run.stderr);
+        let line = format!(
+            "error: cannot resolve Feature `{reference}`: {failure} (pull manifest `{reference}`)"
+        );
+        assert!(
+            run.stderr.lines().any(|l| l == line),
+            "{line}\n{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("caused by:"), "{}", run.stderr);
+        assert!(
+            run.stderr
+                .lines()
+                .any(|l| l.starts_with("hint: ") && l.contains(hint)),
+            "{}",
+            run.stderr
+        );
+        let debug = ctx.run("up", &["--log-level", "debug"]);
+        assert!(debug.stderr.contains("  caused by: "), "{}", debug.stderr);
+    }
+}

@@ -27,7 +27,7 @@ const REPORT: &[&str] = &[
     "✅ Passed:      'hello_everywhere'",
 ];
 
-fn test_image() -> &'static str {
+pub(crate) fn test_image() -> &'static str {
     if Command::new("docker")
         .args(["image", "inspect", IMAGE])
         .bounded_output()

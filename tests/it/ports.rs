@@ -304,3 +304,192 @@ fn ports_forwards_into_a_network_none_container_and_refuses_a_busy_required_port
     );
     drop(busy);
 }
+
+/// `GET path` on `127.0.0.1:port` (HTTP/1.0); `None` when nothing accepts the connection.
+fn try_http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    Some(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// SIGTERMs, on drop (also on a panic), a detached forwarder the test started, while its
+/// command line still says it is one.
+struct Detached(u32);
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", self.0)).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("--detached-record")
+            && let Ok(pid) = i32::try_from(self.0)
+            && let Some(pid) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+}
+
+/// `ports --detach --output-format json`: must return once it listens; (its JSON, a guard).
+fn detach(ctx: &TestContext, args: &[&str]) -> (Value, Detached) {
+    let mut all = vec!["--detach", "--output-format", "json"];
+    all.extend_from_slice(args);
+    let out = ctx.output("ports", &all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = last_json(&out);
+    let pid = u32::try_from(record["pid"].as_u64().expect("a pid")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "[devcell] forwarding in the background (pid {pid})"
+        )),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (record, Detached(pid))
+}
+
+fn host_port(record: &Value) -> u16 {
+    u16::try_from(
+        record["forwards"][0]["hostPort"]
+            .as_u64()
+            .expect("a host port"),
+    )
+    .unwrap()
+}
+
+/// `ports --detach` to a Compose service (issue 28 item 6, spec-notes 0651, 0652): a
+/// `forwardPorts` entry `"web:8080"` reaches the `web` service's own container (its
+/// `127.0.0.1:8080`, so only a relay inside that container reaches it), from a forwarder that
+/// runs in the background; `ports --stop` ends it (the host port no longer accepts), and a
+/// second one is ended by `down`; no record is left.
+#[test]
+fn ports_detach_forwards_to_a_compose_service_and_stops_with_stop_and_down() {
+    let Some(ctx) = TestContext::busybox("ports_detach_compose") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let base = ctx
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let project = devcell::engine::compose::sanitize_project_name(&format!("{base}_devcontainer"));
+    ctx.clean_label(&format!("com.docker.compose.project={project}"));
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &r#"services:
+  app:
+    image: IMAGE
+    command: ["sleep", "100000"]
+    volumes:
+      - ..:/workspace
+  web:
+    image: IMAGE
+    command: ["sh", "-c", "mkdir -p /tmp/www && echo hello-from-web > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"]
+"#
+        .replace("IMAGE", BUSYBOX_IMAGE),
+    );
+    let ctx = ctx.config_json(&json!({
+        "dockerComposeFile": "docker-compose.yml",
+        "service": "app",
+        "runServices": ["web"],
+        "workspaceFolder": "/workspace",
+        "forwardPorts": ["web:8080"],
+        "portsAttributes": {"web:8080": {"label": "web service"}}
+    }));
+    ctx.up(&[]);
+
+    let (record, guard) = detach(&ctx, &[]);
+    let forward = &record["forwards"][0];
+    assert_eq!(forward["service"], "web", "{record}");
+    assert_eq!(forward["label"], "web service", "{record}");
+    let port = host_port(&record);
+    let answer = try_http_get(port, "/").expect("the forward accepts");
+    assert!(answer.contains("hello-from-web"), "{answer}");
+    // a second connection: the forwarder still runs after `--detach` returned
+    let answer = try_http_get(port, "/").expect("the forward accepts");
+    assert!(answer.contains("hello-from-web"), "{answer}");
+
+    let stop = ctx.output("ports", &["--stop", "--output-format", "json"]);
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert_eq!(last_json(&stop)["stopped"], json!([guard.0]));
+    assert!(
+        try_http_get(port, "/").is_none(),
+        "stopped: port {port} still accepts"
+    );
+
+    let (record, _guard) = detach(&ctx, &[]);
+    let port = host_port(&record);
+    assert!(try_http_get(port, "/").is_some_and(|a| a.contains("hello-from-web")));
+    ctx.run("down", &[]).ok();
+    assert!(
+        try_http_get(port, "/").is_none(),
+        "down: port {port} still accepts"
+    );
+    let left: Vec<_> = std::fs::read_dir(ctx.state().join("ports"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "records left: {left:?}");
+}
+
+/// The bash relay (`bash` with `/dev/tcp`, and `cat`; spec-note 0651) against the engine: the
+/// features-test image (glibc, bash, cat, awk) has none of socat, nc, busybox or python3, so the probe
+/// can choose nothing else. The server is a busybox `httpd` in a second container sharing the
+/// dev container's network namespace (network `none`), on its `127.0.0.1:8080`.
+#[test]
+fn ports_relays_through_bash_when_the_image_has_only_bash() {
+    let Some(ctx) = TestContext::busybox("ports_bash_relay") else {
+        return;
+    };
+    let image = crate::features_test::test_image();
+    let ctx = ctx.isolated().config_json(&json!({"image": image}));
+    let up = ctx.up(&["--network", "none"]);
+    let id = up["containerId"].as_str().unwrap().to_string();
+    let server = format!("devcell-ports-bash-{}", &id[..12]);
+    ctx.cleanup().container(&server);
+    let started = Command::new("docker")
+        .args(["run", "-d", "--name", &server, "--network"])
+        .arg(format!("container:{id}"))
+        .args([
+            BUSYBOX_IMAGE,
+            "sh",
+            "-c",
+            "mkdir -p /tmp/w && echo hello-through-bash > /tmp/w/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/w",
+        ])
+        .bounded_output()
+        .unwrap();
+    assert!(started.status.success(), "{started:?}");
+    let (record, _guard) = detach(&ctx, &["--port", "0:8080"]);
+    let port = host_port(&record);
+    let mut answer = String::new();
+    // the server container may still be starting: a refused relay ends only that connection
+    for _ in 0..50 {
+        answer = try_http_get(port, "/").unwrap_or_default();
+        if answer.contains("hello-through-bash") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(answer.contains("hello-through-bash"), "{answer}");
+    let stop = ctx.output("ports", &["--stop"]);
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+}

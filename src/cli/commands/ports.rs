@@ -1,15 +1,19 @@
 //! `devcell ports`.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use crate::cli::args::{OutputFormat, PortsArgs};
-use crate::cli::commands::{apply_log_args, runtime_own_signals, target};
+use crate::cli::commands::{apply_log_args, block_on, runtime_own_signals, target};
 use crate::cli::output::{self, StderrReporter};
 use crate::ops::ports::{PortsOptions, open};
+use crate::ops::ports_detached;
 
 /// Runs `ports`: binds every forward, prints one line per forward on stderr (and the list as
 /// one JSON line on stdout with `--output-format json`), then relays connections until
 /// `SIGINT`, `SIGTERM` or `SIGHUP`, which close the listeners and end the relays (exit 0).
+/// `--detach` starts that in the background and returns once it listens; `--stop` stops the
+/// background ones of the container.
 pub fn run(args: PortsArgs) -> anyhow::Result<ExitCode> {
     apply_log_args(&args.common.log);
     let opts = PortsOptions {
@@ -20,10 +24,25 @@ pub fn run(args: PortsArgs) -> anyhow::Result<ExitCode> {
         ports: args.port,
         allow: args.allow,
     };
+    if args.stop {
+        let stopped = block_on(ports_detached::stop(&opts.target))??;
+        output::stderr_line(&format!(
+            "[devcell] stopped {} background forwarder(s)",
+            stopped.len()
+        ));
+        if args.output_format == OutputFormat::Json {
+            output::json(&serde_json::json!({"outcome": "success", "stopped": stopped}));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.detach {
+        return detach(args.output_format);
+    }
+    let detached = args.detached_record.is_some();
     let rt = runtime_own_signals()?;
     rt.block_on(async {
         // Watched before anything listens, so a signal during the set-up is not lost.
-        let stop = stop_signal()?;
+        let stop = stop_signal(!detached)?;
         let forwarding = open(&opts, &StderrReporter).await?;
         for skipped in forwarding.not_forwarded() {
             output::stderr_line(&format!(
@@ -34,7 +53,8 @@ pub fn run(args: PortsArgs) -> anyhow::Result<ExitCode> {
         for forward in forwarding.forwards() {
             output::stderr_line(&format!("[devcell] forwarding {}", forward.describe()));
         }
-        if args.output_format == OutputFormat::Json {
+        // the detached forwarder's one stdout line is what `--detach` waits for
+        if detached || args.output_format == OutputFormat::Json {
             output::json(&forwarding.to_json());
         }
         forwarding.serve(stop, &StderrReporter).await;
@@ -45,8 +65,42 @@ pub fn run(args: PortsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Completes at the first `SIGINT`, `SIGTERM` or `SIGHUP` (needs the runtime's context).
-fn stop_signal() -> anyhow::Result<impl Future<Output = ()>> {
+/// `ports --detach`: starts this command line again without `--detach` as a background
+/// forwarder (recorded in the state folder), prints its forwards and returns.
+fn detach(format: OutputFormat) -> anyhow::Result<ExitCode> {
+    let state = crate::ops::state_folder::default_root().ok_or_else(|| {
+        anyhow::anyhow!(
+            "`ports --detach` records its forwarder in devcell's state folder, and none is known (no home folder): set {}",
+            crate::ops::state_folder::STATE_DIR_ENV
+        )
+    })?;
+    let args: Vec<OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|a| a != "--detach")
+        .collect();
+    let record = ports_detached::start(&state, &args)?;
+    for skipped in &record.listening.not_forwarded {
+        output::stderr_line(&format!(
+            "[devcell] not forwarding `{}`: {}",
+            skipped.entry, skipped.reason
+        ));
+    }
+    for forward in &record.listening.forwards {
+        output::stderr_line(&format!("[devcell] forwarding {}", forward.describe()));
+    }
+    output::stderr_line(&format!(
+        "[devcell] forwarding in the background (pid {}): `devcell ports --stop` or `devcell down` stops it",
+        record.pid
+    ));
+    if format == OutputFormat::Json {
+        output::json(&serde_json::to_value(&record)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Completes at the first `SIGINT` or `SIGTERM`, and `SIGHUP` when `hangup` (a detached
+/// forwarder outlives the terminal it was started from). Needs the runtime's context.
+fn stop_signal(hangup: bool) -> anyhow::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut streams = [
         signal(SignalKind::interrupt())?,
@@ -58,7 +112,7 @@ fn stop_signal() -> anyhow::Result<impl Future<Output = ()>> {
         tokio::select! {
             _ = a.recv() => {}
             _ = b.recv() => {}
-            _ = c.recv() => {}
+            _ = c.recv(), if hangup => {}
         }
     })
 }
