@@ -26,7 +26,10 @@
 //!   may do either (attack 23: `prove`, `setarch x86_64 make`, npm's `npm-cli.js`).
 //! - **Shells** (`sh`, `bash`, …): options, then `-c <string>` (the string judged the same way,
 //!   up to [`MAX_DEPTH`] levels) or a script that is a pinned workspace file or a path outside
-//!   the workspace. `perl` and `ruby` likewise, a script right after the program.
+//!   the workspace. A pinned script's text is judged the same way one level deeper (attack
+//!   24, O7: `. ./helper.sh` inside it ran the agent's helper), as is a pinned program file
+//!   whose `#!` line names a shell (or that has none); `perl`/`ruby` scripts, other `#!`
+//!   lines and binaries are one-run grants (spec-note 0456). `set -eu`/`-o pipefail` are read.
 //! - **Arguments** (and redirection targets): a pinned workspace file, an absolute path outside
 //!   the workspace (resolved, not through `/proc` or `/dev/fd`), a `--flag=value` or
 //!   `key=value` whose value is one of these, or a literal ([`is_literal`]).
