@@ -97,6 +97,13 @@ pub struct ForwardSpec {
     /// `portsAttributes` `requireLocalPort`: a busy `requested_port` is an error instead of
     /// another free port.
     pub require_local_port: bool,
+    /// Whether the repository's configuration named it (a `forwardPorts` entry), not a
+    /// `--port` of the user's.
+    pub from_repository: bool,
+    /// Why a repository's port is forwarded from a free host port instead of its own number
+    /// ([`repository_host_port`]); `None`: the number asked for is used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_port_reason: Option<String>,
 }
 
 /// A `forwardPorts` entry that is not forwarded, and why.
@@ -212,6 +219,10 @@ fn with_attributes(
     entry: Option<&str>,
 ) -> ForwardSpec {
     let attributes = port_attributes(merged, container_port, entry);
+    let (requested_port, host_port_reason) = match entry {
+        Some(_) => repository_host_port(requested_port),
+        None => (requested_port, None),
+    };
     let text = |key: &str| {
         attributes
             .and_then(|a| a.get(key))
@@ -224,10 +235,84 @@ fn with_attributes(
         requested_port,
         label: text("label"),
         on_auto_forward: text("onAutoForward"),
-        require_local_port: attributes
-            .and_then(|a| a.get("requireLocalPort"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        require_local_port: host_port_reason.is_none()
+            && attributes
+                .and_then(|a| a.get("requireLocalPort"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        from_repository: entry.is_some(),
+        host_port_reason,
+    }
+}
+
+/// Host ports of services that hold or accept credentials (databases, caches, brokers,
+/// secret stores, engine and cluster APIs, directories, proxies, a local registry): a host
+/// client that finds something listening there sends its stored password or token. A
+/// repository's `forwardPorts` entry for one is not bound at that number on the host
+/// (attack 24, O8; spec-note 0653).
+pub const SERVICE_PORTS: &[(u16, &str)] = &[
+    (1080, "SOCKS proxy"),
+    (1433, "SQL Server"),
+    (1521, "Oracle"),
+    (2049, "NFS"),
+    (2375, "Docker API"),
+    (2376, "Docker API (TLS)"),
+    (2379, "etcd"),
+    (2380, "etcd"),
+    (3128, "HTTP proxy"),
+    (3306, "MySQL"),
+    (3389, "RDP"),
+    (4222, "NATS"),
+    (5000, "container registry"),
+    (5432, "PostgreSQL"),
+    (5433, "PostgreSQL"),
+    (5601, "Kibana"),
+    (5672, "AMQP"),
+    (5984, "CouchDB"),
+    (6379, "Redis"),
+    (6380, "Redis"),
+    (6443, "Kubernetes API"),
+    (7474, "Neo4j"),
+    (7687, "Neo4j"),
+    (8086, "InfluxDB"),
+    (8200, "Vault"),
+    (8500, "Consul"),
+    (9000, "MinIO"),
+    (9042, "Cassandra"),
+    (9050, "Tor SOCKS"),
+    (9092, "Kafka"),
+    (9200, "Elasticsearch"),
+    (9300, "Elasticsearch"),
+    (10250, "kubelet"),
+    (11211, "memcached"),
+    (15672, "RabbitMQ management"),
+    (26257, "CockroachDB"),
+    (27017, "MongoDB"),
+    (27018, "MongoDB"),
+    (27019, "MongoDB"),
+    (28015, "RethinkDB"),
+];
+
+/// The host port to ask for a repository's `forwardPorts` entry `port`, and why when it is
+/// not `port`: a port below 1024 (a system service's) or one of [`SERVICE_PORTS`] is
+/// forwarded from a free host port (0), so the repository cannot take a host service's
+/// number while that service is stopped; the user's `--port N` (or `N:N`) forwards it from
+/// the same number.
+pub fn repository_host_port(port: u16) -> (u16, Option<String>) {
+    let service = SERVICE_PORTS
+        .iter()
+        .find(|(p, _)| *p == port)
+        .map(|(_, name)| format!("the port of {name}"))
+        .or_else(|| (port < 1024).then(|| "a system service's port (below 1024)".to_string()));
+    match service {
+        Some(what) => (
+            0,
+            Some(format!(
+                "{port} is {what} on hosts: a repository's entry is forwarded from a free port; \
+                 `--port {port}` forwards it from {port}"
+            )),
+        ),
+        None => (port, None),
     }
 }
 
@@ -282,9 +367,10 @@ impl Forward {
         );
         let notes: Vec<String> = self
             .spec
-            .label
-            .iter()
-            .cloned()
+            .from_repository
+            .then(|| "from the repository's `forwardPorts`".to_string())
+            .into_iter()
+            .chain(self.spec.label.iter().cloned())
             .chain(
                 self.spec
                     .on_auto_forward
@@ -294,6 +380,9 @@ impl Forward {
             .collect();
         if !notes.is_empty() {
             text.push_str(&format!(" ({})", notes.join(", ")));
+        }
+        if let Some(reason) = &self.spec.host_port_reason {
+            text.push_str(&format!(": {reason}"));
         }
         text
     }
@@ -662,7 +751,8 @@ mod tests {
                 (None, 8080, 9000, None, Some("silent"), false),
                 (None, 3000, 3000, Some("web"), Some("notify"), true),
                 (None, 4000, 4000, Some("range"), None, false),
-                (Some("db"), 5432, 5432, Some("database"), None, false),
+                // a host service's port, named by the repository: from a free port
+                (Some("db"), 5432, 0, Some("database"), None, false),
             ]
         );
         assert!(skipped.is_empty(), "{skipped:?}");
@@ -710,6 +800,8 @@ mod tests {
                 label: Some("web".into()),
                 on_auto_forward: Some("notify".into()),
                 require_local_port: false,
+                from_repository: false,
+                host_port_reason: None,
             },
         };
         assert_eq!(
@@ -720,7 +812,75 @@ mod tests {
             serde_json::to_value(&forward).unwrap(),
             json!({"host": "127.0.0.1", "hostPort": 41000, "containerPort": 8080,
                    "requestedPort": 8080, "label": "web", "onAutoForward": "notify",
-                   "requireLocalPort": false})
+                   "requireLocalPort": false, "fromRepository": false})
+        );
+    }
+
+    /// Attack 24, O8: `ports` bound 127.0.0.1:5432 for a repository's `forwardPorts: [5432]`
+    /// (its `portsAttributes` label "docs preview"), and a host client sent the password it
+    /// keeps for the host's PostgreSQL to the container. A repository's entry for a port
+    /// below 1024 or of [`SERVICE_PORTS`] now asks for a free host port and says why; its
+    /// `requireLocalPort` does not hold it at the number; the user's `--port` keeps it.
+    #[test]
+    fn a_repository_port_of_a_host_service_is_forwarded_from_a_free_port() {
+        let merged = json!({
+            "forwardPorts": [3000, 5432, "localhost:6379", 80, 8200, 1024],
+            "portsAttributes": {"5432": {"label": "docs preview", "requireLocalPort": true}}
+        });
+        let (forwards, _) = plan_forwards(&merged, &[], false);
+        let got: Vec<(u16, u16, bool, bool)> = forwards
+            .iter()
+            .map(|f| {
+                (
+                    f.container_port,
+                    f.requested_port,
+                    f.host_port_reason.is_some(),
+                    f.from_repository,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (3000, 3000, false, true),
+                (5432, 0, true, true),
+                (6379, 0, true, true),
+                (80, 0, true, true),
+                (8200, 0, true, true),
+                (1024, 1024, false, true),
+            ]
+        );
+        assert!(!forwards[1].require_local_port);
+        let shown = Forward {
+            host: LISTEN_ADDRESS.into(),
+            host_port: 41000,
+            spec: forwards[1].clone(),
+        };
+        let text = shown.describe();
+        assert!(
+            text.contains("from the repository's `forwardPorts`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("PostgreSQL") && text.contains("`--port 5432`"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&shown).unwrap();
+        assert_eq!(json["fromRepository"], true);
+        assert_eq!(json["requestedPort"], 0);
+        assert!(
+            json["hostPortReason"]
+                .as_str()
+                .unwrap()
+                .contains("PostgreSQL")
+        );
+        // the user's `--port 5432` forwards it from 5432; the entry is not repeated
+        let (forwards, _) = plan_forwards(&merged, &[flag(5432, 5432)], false);
+        assert_eq!(forwards[0].requested_port, 5432);
+        assert!(!forwards[0].from_repository && forwards[0].host_port_reason.is_none());
+        assert_eq!(
+            forwards.iter().filter(|f| f.container_port == 5432).count(),
+            1
         );
     }
 }

@@ -937,6 +937,110 @@ mod tests {
         assert!(c.uncovered.is_empty() && c.files.is_empty(), "{c:?}");
     }
 
+    /// Attack 24, O7: a standing grant of `sh scripts/init.sh` pinned the script, whose text
+    /// then sourced `./scripts/helper.sh`: the agent's rewrite of the helper ran as root on
+    /// every later `up`. A pinned shell script's text is judged as `sh -c` text: what it
+    /// reaches by name is pinned too, anything else (`.`, `make`, `PATH=…`, a script in a
+    /// language devcell does not read, a binary) makes the command a one-run grant.
+    #[test]
+    fn what_a_pinned_script_runs_is_pinned_or_a_one_run_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("scripts")).unwrap();
+        let write = |file: &str, body: &[u8]| {
+            let path = ws.join(file);
+            std::fs::write(&path, body).unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        let cover = |line: &str| {
+            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
+        };
+        write("scripts/helper.sh", b"echo helper-ok\n");
+        for (body, word) in [
+            ("#!/bin/sh\nmkdir -p /tmp/x\n. ./scripts/helper.sh\n", "`.`"),
+            ("source scripts/helper.sh\n", "`source`"),
+            ("make\n", "`make`"),
+            ("PATH=scripts:/usr/bin:/bin helper.sh\n", "`PATH="),
+            ("./tools/missing\n", "`./tools/missing`"),
+            ("sh scripts/helper.sh \"$@\"\n", "`$`"),
+            ("set -k\n", "`set`"),
+            ("sh scripts/init.sh\n", "nested deeper"),
+        ] {
+            write("scripts/init.sh", body.as_bytes());
+            let c = cover("sh scripts/init.sh");
+            assert!(c.digest().is_none(), "{body}: {c:?}");
+            assert!(
+                c.uncovered.iter().any(|u| u.contains(word)),
+                "{body}: {word} not named in {c:?}"
+            );
+        }
+        // a script reaching the helper by name pins it too: rewriting it changes the grant
+        write(
+            "scripts/init.sh",
+            b"#!/bin/sh\nset -eu\n# the helper\nsh scripts/helper.sh\n",
+        );
+        let c = cover("sh scripts/init.sh");
+        let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["scripts/helper.sh", "scripts/init.sh"], "{c:?}");
+        let granted = c.digest().expect("a standing grant");
+        write("scripts/helper.sh", b"id > /tmp/PWNED\n");
+        assert_ne!(cover("sh scripts/init.sh").digest(), Some(granted));
+        write("scripts/helper.sh", b". ./scripts/other.sh\n");
+        assert!(cover("sh scripts/init.sh").digest().is_none());
+        // interpreters devcell does not read, and program files it does not read
+        write("scripts/x.pl", b"use lib 'lib'; require 'helper.pl';\n");
+        write(
+            "scripts/perl-tool",
+            b"#!/usr/bin/perl\nrequire 'helper.pl';\n",
+        );
+        write("scripts/binary", b"\x7fELF\x02\x01\x01\0\0\0");
+        write("scripts/env-perl", b"#!/usr/bin/env perl\n1;\n");
+        for line in [
+            "perl scripts/x.pl",
+            "./scripts/perl-tool",
+            "./scripts/binary",
+            "./scripts/env-perl",
+        ] {
+            let c = cover(line);
+            assert!(c.digest().is_none(), "{line}: {c:?}");
+        }
+    }
+
+    /// What a pinned script of plain commands (comments, `set -eu`, builtins that print,
+    /// programs that leave the project alone) stays: a standing grant pinning the script.
+    #[test]
+    fn a_pinned_script_of_plain_commands_stays_a_standing_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("scripts")).unwrap();
+        let body = "#!/bin/sh\n# prepare\nset -eu\nset -o pipefail\necho 'setting up'\n\
+                    mkdir -p /tmp/x && touch /tmp/x/y\nprintf done\n";
+        for (file, first) in [
+            ("scripts/init.sh", ""),
+            ("scripts/tool", "#!/usr/bin/env bash\n"),
+            ("scripts/plain", ""),
+        ] {
+            std::fs::write(ws.join(file), format!("{first}{body}")).unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(ws.join(file), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        for (line, pinned) in [
+            ("sh scripts/init.sh", "scripts/init.sh"),
+            ("bash -e scripts/init.sh", "scripts/init.sh"),
+            ("./scripts/init.sh", "scripts/init.sh"),
+            ("./scripts/tool --fast", "scripts/tool"),
+            ("./scripts/plain", "scripts/plain"),
+        ] {
+            let c = cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref());
+            assert!(c.uncovered.is_empty(), "{line}: {c:?}");
+            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(paths, [pinned], "{line}: {c:?}");
+            assert!(c.digest().is_some(), "{line}: {c:?}");
+        }
+    }
+
     /// The literal rule: what cannot name a path a program looks up.
     #[test]
     fn a_literal_word_holds_no_path_character() {

@@ -104,7 +104,17 @@ impl fmt::Display for HostCommand {
                     )
                 })
                 .collect();
-            write!(f, "; a grant covers the command and {}", files.join(", "))?;
+            if self.uncovered.is_empty() {
+                // every file the command (or a script it runs, by its text) reaches is here
+                write!(
+                    f,
+                    "; a grant covers the command and {}, the workspace files it runs or reads",
+                    files.join(", ")
+                )?;
+            } else {
+                // not "covers": the command reaches more than these (attack 24, O7)
+                write!(f, "; it runs or reads {}", files.join(", "))?;
+            }
         }
         if !self.uncovered.is_empty() {
             write!(

@@ -220,7 +220,7 @@ fn ports_forwards_into_a_network_none_container_and_refuses_a_busy_required_port
     };
     let ctx = ctx.config_json(&json!({
         "image": BUSYBOX_IMAGE,
-        "forwardPorts": [8080],
+        "forwardPorts": [8080, 6379],
         "portsAttributes": {
             "8080": {"label": "web", "onAutoForward": "notify"},
             "9090": {"label": "strict", "requireLocalPort": true}
@@ -273,7 +273,19 @@ fn ports_forwards_into_a_network_none_container_and_refuses_a_busy_required_port
     assert_eq!(forward["host"], "127.0.0.1", "{list}");
     assert_eq!(forward["containerPort"], 8080, "{list}");
     assert_eq!(forward["label"], "web", "{list}");
+    assert_eq!(forward["fromRepository"], true, "{list}");
     let port = u16::try_from(forward["hostPort"].as_u64().unwrap()).unwrap();
+    // attack 24, O8: a host service's port the repository names is not taken on the host
+    let redis = &list["forwards"][1];
+    assert_eq!(redis["containerPort"], 6379, "{list}");
+    assert_ne!(redis["hostPort"], 6379, "{list}");
+    assert!(
+        redis["hostPortReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Redis"),
+        "{list}"
+    );
     // Twice: each connection is its own exec.
     for _ in 0..2 {
         let answer = http_get(port);
@@ -283,7 +295,7 @@ fn ports_forwards_into_a_network_none_container_and_refuses_a_busy_required_port
     let err = err_reader.join().unwrap();
     assert!(
         err.contains(&format!(
-            "[devcell] forwarding 127.0.0.1:{port} -> container port 8080 (web, onAutoForward: notify)"
+            "[devcell] forwarding 127.0.0.1:{port} -> container port 8080 (from the repository's `forwardPorts`, web, onAutoForward: notify)"
         )),
         "{err}"
     );

@@ -26,7 +26,10 @@
 //!   may do either (attack 23: `prove`, `setarch x86_64 make`, npm's `npm-cli.js`).
 //! - **Shells** (`sh`, `bash`, …): options, then `-c <string>` (the string judged the same way,
 //!   up to [`MAX_DEPTH`] levels) or a script that is a pinned workspace file or a path outside
-//!   the workspace. `perl` and `ruby` likewise, a script right after the program.
+//!   the workspace. A pinned script's text is judged the same way one level deeper (attack
+//!   24, O7: `. ./helper.sh` inside it ran the agent's helper), as is a pinned program file
+//!   whose `#!` line names a shell (or that has none); `perl`/`ruby` scripts, other `#!`
+//!   lines and binaries are one-run grants (spec-note 0456). `set -eu`/`-o pipefail` are read.
 //! - **Arguments** (and redirection targets): a pinned workspace file, an absolute path outside
 //!   the workspace (resolved, not through `/proc` or `/dev/fd`), a `--flag=value` or
 //!   `key=value` whose value is one of these, or a literal ([`is_literal`]).
@@ -319,7 +322,12 @@ pub fn judge_argv(argv: &[String], place: &Place<'_>) -> Judged {
 pub fn judge_provider(program_word: &str, place: &Place<'_>) -> Judged {
     let mut out = Judged::default();
     if program_word.contains('/') {
-        program(program_word, place, &mut out);
+        if let Some(Program {
+            file: Some(file), ..
+        }) = program(program_word, place, &mut out)
+        {
+            program_file(program_word, &file, place, 0, &mut out);
+        }
     } else if SHELLS.contains(&program_word)
         || SCRIPT_RUNNERS.contains(&program_word)
         || RUNS_OTHERS.contains(&program_word)
@@ -596,9 +604,19 @@ fn simple(
             "an assignment: it changes where the shell or the program finds what it runs",
         );
     }
-    let Some(Program { name, pinned }) = program(&first.text, place, out) else {
+    let Some(Program { name, pinned, file }) = program(&first.text, place, out) else {
         return;
     };
+    if let Some(file) = file {
+        // what runs is the file's text, whatever its name says (attack 24, O7)
+        program_file(&first.text, &file, place, depth, out);
+        return args
+            .iter()
+            .for_each(|a| argument(&a.text, place, depth, out));
+    }
+    if !first.quoted && name == "set" && !first.text.contains('/') {
+        return set_options(&first.text, args, out);
+    }
     if name == "printf" && args.first().is_some_and(|a| a.text.starts_with('-')) {
         // bash's `printf -v NAME` assigns a variable (`printf -v PATH …`: attack 23, N1)
         return out.refuse(
@@ -641,7 +659,7 @@ fn simple(
     if SCRIPT_RUNNERS.contains(&name.as_str()) {
         return match args.split_first() {
             Some((script, rest)) if !script.text.starts_with('-') => {
-                script_word(&script.text, place, out);
+                script_word(&script.text, place, Reader::Unread, depth, out);
                 rest.iter()
                     .for_each(|a| argument(&a.text, place, depth, out));
             }
@@ -706,6 +724,8 @@ struct Program {
     name: String,
     /// Whether it is a workspace file the grant pins.
     pinned: bool,
+    /// That workspace file, when it is one: its text is judged too ([`program_file`]).
+    file: Option<CoveredFile>,
 }
 
 /// The program `word` runs, or `None` (and a reason) when it is not one a standing grant may
@@ -716,8 +736,12 @@ fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<Program> {
     let found = if word.contains('/') {
         match path_word(word, place) {
             PathWord::Pinned(file) => {
-                out.files.insert(file);
-                return Some(Program { name, pinned: true });
+                out.files.insert(file.clone());
+                return Some(Program {
+                    name,
+                    pinned: true,
+                    file: Some(file),
+                });
             }
             PathWord::Outside => Ok(place.cwd.join(word)),
             PathWord::Refused(why) => Err(why),
@@ -728,6 +752,7 @@ fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<Program> {
         return Some(Program {
             name,
             pinned: false,
+            file: None,
         });
     } else {
         on_path(word, place)
@@ -741,6 +766,7 @@ fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<Program> {
         Ok(()) => Some(Program {
             name,
             pinned: false,
+            file: None,
         }),
         Err(why) => {
             out.refuse(word, &why);
@@ -913,7 +939,7 @@ fn shell_command(program: &str, args: &[Word], place: &Place<'_>, depth: usize, 
                 if command_string {
                     shell(a, place, depth + 1, out);
                 } else {
-                    script_word(a, place, out);
+                    script_word(a, place, Reader::Shell, depth, out);
                 }
                 for arg in rest {
                     argument(&arg.text, place, depth, out);
@@ -924,7 +950,7 @@ fn shell_command(program: &str, args: &[Word], place: &Place<'_>, depth: usize, 
     }
     match rest.next() {
         Some(a) if command_string => shell(&a.text, place, depth + 1, out),
-        Some(a) => script_word(&a.text, place, out),
+        Some(a) => script_word(&a.text, place, Reader::Shell, depth, out),
         None => out.refuse(program, "the shell reads its commands from standard input"),
     }
     for arg in rest {
@@ -932,11 +958,30 @@ fn shell_command(program: &str, args: &[Word], place: &Place<'_>, depth: usize, 
     }
 }
 
-/// Judges a script an interpreter runs: a pinned workspace file or a file outside it.
-fn script_word(word: &str, place: &Place<'_>, out: &mut Judged) {
+/// Who reads a pinned script's text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// A shell: devcell judges the text as it judges `sh -c <text>`.
+    Shell,
+    /// An interpreter whose language devcell does not read (`perl`, `ruby`).
+    Unread,
+}
+
+/// Judges a script an interpreter runs: a pinned workspace file (whose text a shell's script
+/// is judged by, [`script_text`]; another interpreter's makes it a one-run grant) or a file
+/// outside it.
+fn script_word(word: &str, place: &Place<'_>, reader: Reader, depth: usize, out: &mut Judged) {
     match path_word(word, place) {
         PathWord::Pinned(file) => {
-            out.files.insert(file);
+            out.files.insert(file.clone());
+            match reader {
+                Reader::Shell => script_text(word, &file, place, depth, out),
+                Reader::Unread => out.refuse(
+                    word,
+                    "a script in a language devcell does not read: what it loads or runs \
+                     (`require`, `use lib`, another program) is not pinned",
+                ),
+            }
         }
         PathWord::Outside if word.starts_with('/') => {
             if let Err(why) = trusted_outside(Path::new(word)) {
@@ -947,6 +992,109 @@ fn script_word(word: &str, place: &Place<'_>, out: &mut Judged) {
             out.refuse(word, "a script that is no workspace file devcell can pin")
         }
         PathWord::Refused(why) => out.refuse(word, &why),
+    }
+}
+
+/// Judges the text of the pinned shell script `file` (named `word`) as a `sh -c` string one
+/// level deeper: what it runs or reads by name is pinned too, anything else makes the command
+/// a one-run grant. Pinning the script alone let `. ./helper.sh` inside it run whatever the
+/// agent wrote into `helper.sh` under a standing grant (attack 24, O7). The text read is the
+/// one pinned: a file that changed since its digest was taken is refused.
+fn script_text(word: &str, file: &CoveredFile, place: &Place<'_>, depth: usize, out: &mut Judged) {
+    let bytes = match read_no_follow(&place.root.join(&file.path), MAX_COVERED_BYTES) {
+        Ok(Some(bytes)) if hex::encode(Sha256::digest(&bytes)) == file.sha256 => bytes,
+        _ => return out.refuse(word, "a script that changed while devcell read it"),
+    };
+    match std::str::from_utf8(&bytes) {
+        Ok(text) if !text.contains('\0') => shell(text, place, depth + 1, out),
+        _ => out.refuse(word, "a script that is not text devcell reads"),
+    }
+}
+
+/// Judges a pinned workspace file run as a program (`./tools/init`): the kernel runs it by its
+/// first line. A `#!` line naming a shell outside the workspace (directly or through `env`),
+/// or no `#!` line and text (a shell runs such a file itself), is judged as a shell script
+/// ([`script_text`]); any other file (another interpreter's script, a binary) does what
+/// devcell cannot read, so the command is a one-run grant (attack 24, O7).
+fn program_file(word: &str, file: &CoveredFile, place: &Place<'_>, depth: usize, out: &mut Judged) {
+    let bytes = match read_no_follow(&place.root.join(&file.path), MAX_COVERED_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        _ => return out.refuse(word, "a program file devcell cannot read"),
+    };
+    let first_line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    let shell_script = match first_line.strip_prefix(b"#!") {
+        Some(line) => shebang_is_shell(&String::from_utf8_lossy(line), place),
+        None => !bytes.starts_with(b"\x7fELF"),
+    };
+    if shell_script {
+        script_text(word, file, place, depth, out);
+    } else {
+        out.refuse(
+            word,
+            "a program file devcell does not read (a binary or another interpreter's script): \
+             what it runs or loads is not pinned",
+        );
+    }
+}
+
+/// Whether the `#!` line `line` (without `#!`) runs a shell: an absolute path outside the
+/// workspace to a shell, or `env` so found and then a shell's plain name found on `PATH`
+/// ([`program`]'s rules), with options only after it.
+fn shebang_is_shell(line: &str, place: &Place<'_>) -> bool {
+    let mut words = line.split_whitespace();
+    let Some(interpreter) = words.next().filter(|w| w.starts_with('/')) else {
+        return false;
+    };
+    let mut scratch = Judged::default();
+    let Some(found) = program(interpreter, place, &mut scratch) else {
+        return false;
+    };
+    let shell = if found.name == "env" && !found.pinned {
+        match words
+            .next()
+            .filter(|w| !w.contains('/') && !w.starts_with('-'))
+        {
+            Some(name) => program(name, place, &mut scratch)
+                .is_some_and(|p| !p.pinned && SHELLS.contains(&p.name.as_str())),
+            None => false,
+        }
+    } else {
+        !found.pinned && SHELLS.contains(&found.name.as_str())
+    };
+    shell
+        && scratch.reasons.is_empty()
+        && words.all(|w| w.starts_with('-') && w[1..].chars().all(|c| c.is_ascii_alphabetic()))
+}
+
+/// Judges `set` with the options of a script's prologue only (`set -eu`, `set -o pipefail`):
+/// they change how the shell stops and reports, never what it runs. Any other use (`set --`,
+/// `set -k`, an option devcell does not list) is a one-run grant.
+fn set_options(word: &str, args: &[Word], out: &mut Judged) {
+    const FLAGS: &str = "euxvCf";
+    const NAMED: &[&str] = &[
+        "errexit",
+        "nounset",
+        "pipefail",
+        "xtrace",
+        "verbose",
+        "noclobber",
+    ];
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let a = arg.text.as_str();
+        let ok = match a.strip_prefix('-').or_else(|| a.strip_prefix('+')) {
+            Some("o") => rest
+                .next()
+                .is_some_and(|v| NAMED.contains(&v.text.as_str())),
+            Some(f) => !f.is_empty() && f.chars().all(|c| FLAGS.contains(c)),
+            None => false,
+        };
+        if !ok {
+            return out.refuse(
+                word,
+                "`set` with an option or argument devcell does not read",
+            );
+        }
     }
 }
 

@@ -904,3 +904,65 @@ fn a_refusal_before_a_reuse_lists_the_reuse_recheck_too() {
     );
     target.assert_untouched();
 }
+
+/// Attack 24, O7: a standing grant of `initializeCommand: "sh scripts/init.sh"` pinned the
+/// script, whose text then ran `scripts/helper.sh`: the agent rewrote the helper and the next
+/// `up` ran it on the host, nothing asked. Now a script's text is judged: a helper it names is
+/// pinned with it (rewriting it asks again), and one it sources makes the command a one-run
+/// grant that no config grant covers. Nothing the rewritten helper does happens on the host.
+#[test]
+fn a_helper_a_granted_script_runs_is_pinned_or_the_grant_is_one_run() {
+    if !engine_ready(
+        "a_helper_a_granted_script_runs_is_pinned_or_the_grant_is_one_run",
+        BUSYBOX_IMAGE,
+    ) {
+        return;
+    }
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let init = r#""sh scripts/init.sh""#;
+    let pwned = format!("touch {}\n", marker.display());
+    for (script, standing) in [
+        ("#!/bin/sh\necho init-ok\nsh scripts/helper.sh\n", true),
+        ("#!/bin/sh\necho init-ok\n. ./scripts/helper.sh\n", false),
+    ] {
+        let repo = HostileRepo::new();
+        repo.file("scripts/init.sh", script)
+            .file("scripts/helper.sh", "echo helper-ok\n")
+            .config(&format!(
+                r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "updateRemoteUserUID": false, "initializeCommand": {init}}}"#
+            ))
+            .commit();
+        let host = Host::new(&["true"], &[]);
+        let plan = host.handoff(repo.path(), &["--plan"], &[]);
+        let p = envelope(&plan);
+        let request = of_kind(&p["error"]["details"]["permissions"], "hostCommand")[0].clone();
+        let grant = request["grant"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("--allow ")
+            .to_string();
+        let uncovered = request["uncovered"].to_string();
+        assert_eq!(uncovered.contains("`.`"), !standing, "{script}: {request}");
+        // the grant the refusal names, kept in the user's config as a standing grant
+        let by_config = Host::new(&["true"], &[grant.as_str()]);
+        let up = by_config.up(repo.path(), &[], &[]);
+        let first = String::from_utf8_lossy(&up.stdout).to_string();
+        assert_eq!(up.status.code() == Some(0), standing, "{script}: {first}");
+        // the agent rewrites the helper; the next `up` with the same grant runs nothing
+        std::fs::write(repo.path().join("scripts/helper.sh"), &pwned).unwrap();
+        let up = by_config.up(repo.path(), &[], &[]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&up.stdout),
+            String::from_utf8_lossy(&up.stderr)
+        );
+        assert_ne!(up.status.code(), Some(0), "{script}: {text}");
+        assert!(text.contains("host-command"), "{script}: {text}");
+        assert!(
+            !marker.exists(),
+            "{script}: the rewritten helper ran on the host under the grant"
+        );
+    }
+    target.assert_untouched();
+}
