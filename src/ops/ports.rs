@@ -249,7 +249,7 @@ fn with_attributes(
 /// secret stores, engine and cluster APIs, directories, proxies, a local registry): a host
 /// client that finds something listening there sends its stored password or token. A
 /// repository's `forwardPorts` entry for one is not bound at that number on the host
-/// (attack 24, O8; spec-note 0653).
+/// (attack 24, O8; spec-note 0654).
 pub const SERVICE_PORTS: &[(u16, &str)] = &[
     (1080, "SOCKS proxy"),
     (1433, "SQL Server"),
