@@ -66,6 +66,23 @@ pub fn load(state_root: &Path, container_id: &str) -> Option<Baseline> {
     serde_json::from_slice(&text).ok()
 }
 
+/// The ids of the containers whose record covers `root` (canonical), in name order.
+pub fn containers_of(state_root: &Path, root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(state_root.join("git-baseline")) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".json").map(str::to_string)
+        })
+        .filter(|id| load(state_root, id).is_some_and(|b| b.root == root))
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// Removes the record of `container_id` (a removed container); nothing when there is none.
 pub fn forget(state_root: &Path, container_id: &str) {
     if let Some(path) = path_of(state_root, container_id) {

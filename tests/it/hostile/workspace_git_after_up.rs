@@ -223,3 +223,61 @@ fn a_git_directory_set_ups_hooks_make_is_moved_aside() {
     }
     target.assert_untouched();
 }
+
+/// Attack O1: a process a hook left running makes `late/.git` after `up` returned; the next
+/// `up` (reusing the running container) moves it aside before its own walk, which would
+/// otherwise take it as the user's, bind it read-only as such and record it. The user's
+/// `git status` there runs nothing.
+#[test]
+fn the_next_up_moves_aside_what_a_process_left_running_made() {
+    let Some(repo) =
+        HostileRepo::busybox("the_next_up_moves_aside_what_a_process_left_running_made")
+    else {
+        return;
+    };
+    let target = crate::support::hostile::HostTarget::new();
+    let plant = format!(
+        "mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config\n",
+        m = target.marker().display()
+    );
+    let hook = "setsid sh -c 'while [ ! -f go ]; do sleep 0.1; done; sh plant.sh late/.git; touch planted' </dev/null >/dev/null 2>&1 &";
+    repo.config(&serde_json::json!({"image": BUSYBOX_IMAGE, "postStartCommand": hook}).to_string())
+        .file("plant.sh", &plant);
+    repo.commit();
+    let state = tempfile::tempdir().unwrap();
+    let devcell = |args: &[&str]| -> crate::support::context::Run {
+        let (command, rest) = args.split_first().unwrap();
+        repo.context()
+            .command()
+            .env("DEVCELL_STATE_DIR", state.path())
+            .arg(command)
+            .arg("--workspace-folder")
+            .arg(repo.path())
+            .args(rest)
+            .long_output()
+            .expect("devcell runs")
+            .into()
+    };
+    devcell(&["up"]).ok();
+    std::fs::write(repo.path().join("go"), "").unwrap();
+    let planted = repo.path().join("planted");
+    for _ in 0..600 {
+        if planted.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(planted.exists(), "the left process planted");
+    assert!(repo.path().join("late/.git/config").is_file());
+    let again = devcell(&["up"]);
+    again.ok();
+    assert!(!repo.path().join("late/.git").exists(), "{}", again.stderr);
+    let said = format!("{}{}", again.stdout, again.stderr);
+    assert!(said.contains("git_dir_quarantined"), "{said}");
+    assert!(said.contains("late/.git"), "{said}");
+    host_git_status(&repo.path().join("late"));
+    host_git_status(repo.path());
+    let _ = devcell(&["down", "--remove"]);
+    target.assert_untouched();
+}
