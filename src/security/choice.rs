@@ -412,6 +412,23 @@ mod tests {
         }
     }
 
+    /// `value` in config.toml's `[security] allow` is refused, naming the `--allow` form; the
+    /// same grant as `--allow` is accepted.
+    fn refused_standing_accepted_as_a_flag(value: &str) {
+        let mut settings = Settings::default();
+        settings.security.allow = vec![value.into()];
+        let e = Choice::resolve(&SecurityOptions::default(), &settings, UP_NETWORK).unwrap_err();
+        let ChoiceError::Security(SecurityError::InvalidGrant { message, .. }) = &e else {
+            panic!("{e:?}");
+        };
+        assert!(message.contains(&format!("--allow {value}")), "{message}");
+        let flags = SecurityOptions {
+            allow: vec![value.into()],
+            ..SecurityOptions::default()
+        };
+        Choice::resolve(&flags, &Settings::default(), UP_NETWORK).unwrap();
+    }
+
     /// Attack H4: a standing `keep_image_user=db` (and the other service-keyed grants) would
     /// cover another repository's `db`: refused in the settings file, naming the command-line
     /// form; the same grant on the command line is accepted.
@@ -423,19 +440,7 @@ mod tests {
             "runtime-option:group_add=db:6",
             "namespace:volumes_from:app",
         ] {
-            let mut settings = Settings::default();
-            settings.security.allow = vec![value.into()];
-            let e =
-                Choice::resolve(&SecurityOptions::default(), &settings, UP_NETWORK).unwrap_err();
-            let ChoiceError::Security(SecurityError::InvalidGrant { message, .. }) = &e else {
-                panic!("{e:?}");
-            };
-            assert!(message.contains(&format!("--allow {value}")), "{message}");
-            let flags = SecurityOptions {
-                allow: vec![value.into()],
-                ..SecurityOptions::default()
-            };
-            Choice::resolve(&flags, &Settings::default(), UP_NETWORK).unwrap();
+            refused_standing_accepted_as_a_flag(value);
         }
     }
 
@@ -449,19 +454,7 @@ mod tests {
             "runtime-option:build_fetch=app:$SRC",
             "registry:${reg:-docker.io}",
         ] {
-            let mut settings = Settings::default();
-            settings.security.allow = vec![value.into()];
-            let e =
-                Choice::resolve(&SecurityOptions::default(), &settings, UP_NETWORK).unwrap_err();
-            let ChoiceError::Security(SecurityError::InvalidGrant { message, .. }) = &e else {
-                panic!("{e:?}");
-            };
-            assert!(message.contains(&format!("--allow {value}")), "{message}");
-            let flags = SecurityOptions {
-                allow: vec![value.into()],
-                ..SecurityOptions::default()
-            };
-            Choice::resolve(&flags, &Settings::default(), UP_NETWORK).unwrap();
+            refused_standing_accepted_as_a_flag(value);
         }
         let mut settings = Settings::default();
         settings.security.allow = vec![

@@ -169,16 +169,8 @@ pub fn compose_text_hosts(text: &str) -> BTreeSet<String> {
         if let Some(inline) = build.get("dockerfile_inline").and_then(Value::as_str) {
             hosts.extend(dockerfile_hosts(inline, &compose_text_args(text, &name)));
         }
-        for source in build
-            .get("additional_contexts")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(_, v)| v.as_str())
-        {
-            if let Some(image) = source.strip_prefix("docker-image://") {
-                hosts.insert(image_host(image));
-            }
+        for image in super::compose::docker_image_contexts(build) {
+            hosts.insert(image_host(image));
         }
     }
     hosts

@@ -480,24 +480,27 @@ pub fn pulled_images(model: &Value) -> Vec<PulledImage> {
                 });
             }
         }
-        for source in build
-            .get("additional_contexts")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(_, v)| v.as_str())
-        {
-            if let Some(image) = source.strip_prefix("docker-image://") {
-                pulled.push(PulledImage {
-                    service: name.clone(),
-                    reference: image.to_string(),
-                    property: "build.additional_contexts".into(),
-                    always,
-                });
-            }
+        for image in docker_image_contexts(build) {
+            pulled.push(PulledImage {
+                service: name.clone(),
+                reference: image.to_string(),
+                property: "build.additional_contexts".into(),
+                always,
+            });
         }
     }
     pulled
+}
+
+/// The images a Compose `build` section's `additional_contexts` name (`docker-image://<ref>`,
+/// without the scheme): the builder pulls each.
+pub(crate) fn docker_image_contexts(build: &Value) -> impl Iterator<Item = &str> {
+    build
+        .get("additional_contexts")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, v)| v.as_str()?.strip_prefix("docker-image://"))
 }
 
 /// Each service's local build Dockerfile in `model` (context joined with `dockerfile`, default

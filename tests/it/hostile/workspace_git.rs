@@ -231,7 +231,7 @@ fn an_external_containers_bind_backed_volume_onto_the_workspace_is_refused() {
 }
 
 /// `git status` as the user on the host, in `dir`, with a fresh `HOME` (no user configuration).
-fn host_git_status(dir: &std::path::Path) {
+pub(super) fn host_git_status(dir: &std::path::Path) {
     let home = tempfile::tempdir().unwrap();
     let _ = std::process::Command::new("git")
         .args(["-c", "safe.directory=*", "status", "--porcelain"])

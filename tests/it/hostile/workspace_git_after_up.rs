@@ -6,15 +6,36 @@
 use crate::support::deadline::Bounded as _;
 use crate::support::{docker::BUSYBOX_IMAGE, hostile::HostileRepo};
 
-/// `git status` as the user on the host, in `dir`, with a fresh `HOME` (no user configuration).
-fn host_git_status(dir: &std::path::Path) {
-    let home = tempfile::tempdir().unwrap();
-    let _ = std::process::Command::new("git")
-        .args(["-c", "safe.directory=*", "status", "--porcelain"])
-        .current_dir(dir)
-        .env("HOME", home.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output();
+use super::workspace_git::host_git_status;
+
+/// A script that makes, at its argument, a git directory whose `core.fsmonitor` touches
+/// `marker` (on the host, if the host's git ever reads it).
+fn plant_script(marker: &std::path::Path) -> String {
+    format!(
+        "mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config\n",
+        m = marker.display()
+    )
+}
+
+/// `devcell <command> --workspace-folder <repo> <rest…>` with `state` as devcell's state.
+fn devcell_in<'a>(
+    repo: &'a HostileRepo,
+    state: &'a std::path::Path,
+) -> impl Fn(&[&str]) -> crate::support::context::Run + 'a {
+    move |args: &[&str]| {
+        let (command, rest) = args.split_first().unwrap();
+        repo.context()
+            .command()
+            .env("DEVCELL_STATE_DIR", state)
+            .arg(command)
+            .arg("--workspace-folder")
+            .arg(repo.path())
+            .args(rest)
+            .long_output()
+            .expect("devcell runs")
+            .into()
+    }
 }
 
 /// Issue 25 class 1, after `up`: a repository's `postAttachCommand` (run by `up` and again by
@@ -31,11 +52,7 @@ fn git_directories_made_after_up_are_moved_aside_by_exec_run_user_commands_and_d
         return;
     };
     let target = crate::support::hostile::HostTarget::new();
-    let plant = format!(
-        "mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
-         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config\n",
-        m = target.marker().display()
-    );
+    let plant = plant_script(&target.marker());
     // a new folder each time the hook runs
     let hook =
         "n=$(cat .n 2>/dev/null || echo 0); n=$((n+1)); echo $n > .n; sh plant.sh hook$n/.git";
@@ -45,19 +62,7 @@ fn git_directories_made_after_up_are_moved_aside_by_exec_run_user_commands_and_d
     .file("plant.sh", &plant);
     repo.commit();
     let state = tempfile::tempdir().unwrap();
-    let devcell = |args: &[&str]| -> crate::support::context::Run {
-        let (command, rest) = args.split_first().unwrap();
-        repo.context()
-            .command()
-            .env("DEVCELL_STATE_DIR", state.path())
-            .arg(command)
-            .arg("--workspace-folder")
-            .arg(repo.path())
-            .args(rest)
-            .long_output()
-            .expect("devcell runs")
-            .into()
-    };
+    let devcell = devcell_in(&repo, state.path());
     let moved_paths = |json: &serde_json::Value| -> Vec<String> {
         json["quarantinedGit"]
             .as_array()
@@ -167,14 +172,7 @@ fn a_git_directory_set_ups_hooks_make_is_moved_aside() {
     };
     let ctx = ctx.isolated();
     let target = crate::support::hostile::HostTarget::new();
-    ctx.write(
-        "plant.sh",
-        &format!(
-            "mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
-             printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config\n",
-            m = target.marker().display()
-        ),
-    );
+    ctx.write("plant.sh", &plant_script(&target.marker()));
     crate::support::git::git(ctx.path(), &["init", "-q"]);
     crate::support::git::git(ctx.path(), &["add", "-A"]);
     crate::support::git::git(ctx.path(), &["commit", "-q", "-m", "c1"]);
@@ -236,29 +234,13 @@ fn the_next_up_moves_aside_what_a_process_left_running_made() {
         return;
     };
     let target = crate::support::hostile::HostTarget::new();
-    let plant = format!(
-        "mkdir -p $1/objects $1/refs && echo 'ref: refs/heads/main' > $1/HEAD && \
-         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch {m}; false\"\\n' > $1/config\n",
-        m = target.marker().display()
-    );
+    let plant = plant_script(&target.marker());
     let hook = "setsid sh -c 'while [ ! -f go ]; do sleep 0.1; done; sh plant.sh late/.git; touch planted' </dev/null >/dev/null 2>&1 &";
     repo.config(&serde_json::json!({"image": BUSYBOX_IMAGE, "postStartCommand": hook}).to_string())
         .file("plant.sh", &plant);
     repo.commit();
     let state = tempfile::tempdir().unwrap();
-    let devcell = |args: &[&str]| -> crate::support::context::Run {
-        let (command, rest) = args.split_first().unwrap();
-        repo.context()
-            .command()
-            .env("DEVCELL_STATE_DIR", state.path())
-            .arg(command)
-            .arg("--workspace-folder")
-            .arg(repo.path())
-            .args(rest)
-            .long_output()
-            .expect("devcell runs")
-            .into()
-    };
+    let devcell = devcell_in(&repo, state.path());
     devcell(&["up"]).ok();
     std::fs::write(repo.path().join("go"), "").unwrap();
     let planted = repo.path().join("planted");
