@@ -32,7 +32,8 @@ pub mod named_container;
 pub mod nested_git;
 pub mod plan;
 pub mod prune;
-pub mod quiesce;
+/// Stopping the workspace: moved to `ops` (`up` stops a Compose project before judging it).
+pub use crate::ops::quiesce;
 pub mod repository;
 pub mod session;
 pub mod state;

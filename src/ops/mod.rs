@@ -54,6 +54,7 @@ pub mod ports;
 pub mod ports_detached;
 pub mod ports_relay;
 pub mod preview;
+pub mod quiesce;
 pub mod read_configuration;
 pub mod resolve_dependencies;
 pub mod run_user_commands;

@@ -1599,3 +1599,53 @@ fn a_project_env_file_linked_to_a_host_secret_is_never_read_by_compose() {
     assert_eq!((code, out.as_str()), (0, "from-the-repository"), "{err}");
     assert_eq!(hits(), 0);
 }
+
+/// Attack O4: a sidecar that binds the workspace ran on through `up --remove-existing-container`
+/// (only the primary was removed) and swapped a judged bind source for a link to a host folder
+/// before the engine mounted it. devcell now stops the workspace's running containers and
+/// their Compose peers before it judges the project. Pinned where no timing is involved: the
+/// new Compose file is refused (a privileged service), and the sidecar is already stopped,
+/// where it used to run on.
+#[test]
+fn remove_existing_container_stops_the_projects_sidecars_before_judging() {
+    let Some(ctx) = TestContext::busybox("compose_stops_sidecars_before_judging") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let side = format!(
+        "  side:\n    image: {BUSYBOX_IMAGE}\n    volumes: [\"..:/ws\"]\n    command: [\"sleep\", \"100000\"]\n"
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("services:\n{}{side}", sleeper("app")),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    ctx.up(&[]);
+    let side_running = || {
+        project_containers(&project)
+            .iter()
+            .filter(|l| l.contains(" side ") && l.ends_with(" running"))
+            .count()
+    };
+    assert_eq!(side_running(), 1, "{:?}", project_containers(&project));
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("services:\n{}    privileged: true\n{side}", sleeper("app")),
+    );
+    let run = ctx.run("up", &["--remove-existing-container"]);
+    assert_ne!(run.code, Some(0), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("privileged") || run.stderr.contains("privileged"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(
+        side_running(),
+        0,
+        "the sidecar ran on while devcell judged: {:?}\n{}",
+        project_containers(&project),
+        run.stderr
+    );
+}

@@ -1,5 +1,7 @@
 //! Stopping the workspace once the agent has ended, before its commits are fetched back
-//! (issue 25; spec-note 0436, "after the agent").
+//! (issue 25; spec-note 0436, "after the agent"), and before `up --remove-existing-container`
+//! judges a Compose project (attack O4: a running sidecar swapped a judged bind source for a
+//! link before the engine mounted it).
 //!
 //! The agent's argv ending does not end what it started: `setsid sh -c 'while :; do …; done' &`
 //! outlives the exec and keeps writing into the container git directory and the workspace.
