@@ -336,6 +336,7 @@ pub(crate) async fn settle_existing(
             crate::ops::target::short(&found.id)
         )));
         engine.remove_container(&found.id, true).await?;
+        forget_git_baseline(&found.id);
         existing = None;
     }
     if existing.is_none() && opts.expect_existing_container {
@@ -345,6 +346,14 @@ pub(crate) async fn settle_existing(
         });
     }
     Ok(existing)
+}
+
+/// Forgets the workspace git record of a container devcell removed (spec-note 0466): the next
+/// `up` compares only with the records of containers that may still run.
+pub(crate) fn forget_git_baseline(id: &str) {
+    if let Some(state) = crate::ops::state_folder::default_root() {
+        crate::security::git_baseline::forget(&state, id);
+    }
 }
 
 /// `initializeCommand` (`stage`, judged and granted with everything else: `host_requests`)

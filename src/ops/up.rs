@@ -126,7 +126,7 @@ pub(crate) async fn up_with_check(
     let chosen = load_up(opts)?;
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
     // what a process left running made since the last command is not the user's (attack O1)
-    let moved_before = crate::ops::workspace_git::before_up(engine, &chosen).await?;
+    let moved_before = crate::ops::workspace_git::before_up(&chosen)?;
     // the workspace's git directories read-only under `hardened` (spec-note 0446)
     let (opts, mut git_warnings, git_watch) =
         crate::ops::workspace_git::covered(opts, &chosen, reporter)?;

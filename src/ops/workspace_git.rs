@@ -107,16 +107,14 @@ pub(crate) fn covered(
     Ok((opts, warnings, Some(watch)))
 }
 
-/// Before `up` walks the workspace (attack O1): a container of this workspace that still
-/// exists may have left a process running that made a git entry since the last command; the
-/// walk would take it as the user's, cover it and record it. Each such entry (not in that
-/// container's record, [`git_baseline`]) is moved aside first, each move a warning.
-/// Nothing under `reference` or `--allow workspace-git:rw`, or when no record covers the
-/// workspace.
-pub(crate) async fn before_up(
-    engine: &dyn crate::engine::Engine,
-    chosen: &UpChoice,
-) -> Result<Vec<Warning>> {
+/// Before `up` walks the workspace (attack O1): a container of this workspace may have left a
+/// process running that made a git entry since the last command; the walk would take it as
+/// the user's, cover it and record it. Each such entry (not in the record of a container of
+/// this workspace, [`git_baseline`]) is moved aside first, each move a warning. Records go
+/// with their containers when devcell removes them; no engine call is made here (a warm `up`
+/// makes no more than before). Nothing under `reference` or `--allow workspace-git:rw`, or
+/// when no record covers the workspace.
+pub(crate) fn before_up(chosen: &UpChoice) -> Result<Vec<Warning>> {
     if !matches!(chosen.profile, SecurityProfile::Hardened(_)) || chosen.grants.workspace_git_rw {
         return Ok(Vec::new());
     }
@@ -126,11 +124,6 @@ pub(crate) async fn before_up(
     let (root, _, _) = root_of(chosen)?;
     let mut warnings = Vec::new();
     for id in git_baseline::containers_of(&state, &root) {
-        if engine.inspect_container(&id).await?.is_none() {
-            // a container removed outside devcell: its record says nothing any more
-            git_baseline::forget(&state, &id);
-            continue;
-        }
         if let Some(outcome) =
             git_baseline::quarantine_since(&state, &id, &chosen.grants.created_git)
         {

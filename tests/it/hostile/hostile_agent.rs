@@ -1364,13 +1364,42 @@ fn an_agent_rewriting_the_granted_initialize_script_runs_nothing_on_the_host() {
 
 /// Attack L1: the same, with the script named inside a nested shell string behind one more
 /// quote removal (`sh -c "sh .devcontainer/in''it.sh"`): its grant was the command's text
-/// alone, and the agent's rewritten script ran on the host at the next handoff.
+/// alone, and the agent's rewritten script ran on the host at the next handoff. Since attack
+/// 24 O5 what runs is a copy of each pinned file, and a name the rewrite to the copy cannot
+/// reach (`in''it.sh`) makes the command a one-run grant: no standing grant covers it, so
+/// nothing of the agent's runs without the user granting that very run.
 #[test]
 fn an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_the_host() {
-    granted_initialize_script_rewritten(
-        "an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_the_host",
-        "sh -c \"sh .devcontainer/in''it.sh\"",
-    );
+    let test =
+        "an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_the_host";
+    if !engine_ready(test, crate::support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("repo");
+    let config = serde_json::json!({
+        "image": hostgit_image(),
+        "remoteUser": "nobody",
+        "initializeCommand": "sh -c \"sh .devcontainer/in''it.sh\"",
+    })
+    .to_string();
+    repo_at(&ws, Some(&config));
+    std::fs::write(ws.join(".devcontainer/init.sh"), "true\n").unwrap();
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "init script"]);
+    give_to_workspace_owner(tmp.path());
+    let asking = Host::new(&["true"], &[]);
+    let plan = asking.handoff(&ws, &["--plan", "--network", "none"], &[]);
+    let p = envelope(&plan);
+    let command = p["error"]["details"]["permissions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["permission"] == "hostCommand")
+        .unwrap_or_else(|| panic!("a host command request: {p}"))
+        .clone();
+    assert_eq!(command["grant"], "--allow host-command", "{p}");
+    assert!(command.to_string().contains("in''it.sh"), "{command}");
 }
 
 /// J7 and L1: `initialize` is granted for good as its refusal names it, the agent rewrites
