@@ -145,6 +145,41 @@ pub struct ComposeCli {
 /// The name of the env file devcell pins in a CLI's working folder.
 const PINNED_ENV_FILE: &str = "project.env";
 
+/// How a CLI's private working folder is named in the temporary folder:
+/// `devcell-compose-<pid>-<random>`.
+const WORKDIR_PREFIX: &str = "devcell-compose-";
+
+/// Removes from `tmp` each private working folder ([`WORKDIR_PREFIX`]) that this user owns and
+/// whose devcell no longer runs (its pid is gone): a devcell killed outright leaves its
+/// folder, which may hold a copy of a project's `.env`. A link or another user's entry is
+/// never touched, nor a folder of a devcell that still runs. Failures are ignored (the next
+/// run tries again).
+fn sweep_workdirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(WORKDIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        use std::os::unix::fs::MetadataExt as _;
+        let ours = meta.is_dir() && meta.uid() == me;
+        if ours && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// One container of a project, as `docker compose ps --format json` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComposeContainer {
@@ -176,8 +211,10 @@ impl ComposeCli {
         docker_compose_path: Option<&str>,
     ) -> Result<ComposeCli> {
         let docker = docker_path.unwrap_or("docker");
+        // what a killed devcell left (it may hold a copy of a project's `.env`)
+        sweep_workdirs(&std::env::temp_dir());
         let workdir = tempfile::Builder::new()
-            .prefix("devcell-compose-")
+            .prefix(&format!("{WORKDIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|source| ComposeError::Spawn {
                 command: "a private working folder for Compose".to_string(),
@@ -708,6 +745,33 @@ fn parse_ps(out: &[u8]) -> Result<Vec<ComposeContainer>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A private working folder a killed devcell left (its pid gone) is removed by the next
+    /// run; one of a devcell that still runs, a link and another name stay.
+    #[test]
+    fn a_dead_devcells_compose_folder_is_swept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dead = tmp.path().join(format!("{WORKDIR_PREFIX}{}-abc", u32::MAX));
+        std::fs::create_dir_all(&dead).unwrap();
+        std::fs::write(dead.join(PINNED_ENV_FILE), "SECRET=1\n").unwrap();
+        let live = tmp
+            .path()
+            .join(format!("{WORKDIR_PREFIX}{}-abc", std::process::id()));
+        std::fs::create_dir_all(&live).unwrap();
+        let target = tmp.path().join("target");
+        std::fs::create_dir_all(&target).unwrap();
+        let link = tmp
+            .path()
+            .join(format!("{WORKDIR_PREFIX}{}-lnk", u32::MAX - 1));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let other = tmp.path().join("devcell-compose-x");
+        std::fs::create_dir_all(&other).unwrap();
+        sweep_workdirs(tmp.path());
+        assert!(!dead.exists());
+        assert!(live.is_dir());
+        assert!(link.symlink_metadata().is_ok() && target.is_dir());
+        assert!(other.is_dir());
+    }
 
     #[test]
     fn the_plugin_binary_run_directly_is_shown_as_docker_compose() {
