@@ -179,6 +179,11 @@ pub(crate) async fn after_start(
     Attached,
     LifecycleReport,
 )> {
+    // before anything of the repository's runs in it (attack P9); a running container `up`
+    // reuses keeps its record until its hooks ran
+    if action != ContainerAction::Running {
+        crate::ops::workspace_git::record_before_hooks(&container.id, opts);
+    }
     let egress = crate::ops::egress::after_start(
         engine,
         opts,

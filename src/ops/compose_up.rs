@@ -80,9 +80,6 @@ pub(crate) async fn up_compose(
     let loaded = &choice.loaded;
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
-    if opts.remove_existing_container {
-        stop_before_judging(engine, &id_labels, reporter).await?;
-    }
     let project = judge_project(engine, &opts, &choice, earlier).await?;
     let opts = &project.opts;
     let mut warnings = loaded.warnings.clone();
@@ -133,36 +130,6 @@ pub(crate) async fn up_compose(
         warnings,
         egress,
     ))
-}
-
-/// Under `--remove-existing-container`, every running container of the workspace and its
-/// Compose peers is stopped, confirmed, before anything of the project is judged (attack O4):
-/// a sidecar that binds the workspace would otherwise swap a judged bind source for a link
-/// to a host folder before the engine mounts it. Compose starts the peers again.
-///
-/// Errors: [`crate::ops::quiesce::NotStopped`] (nothing was judged or created).
-async fn stop_before_judging(
-    engine: &dyn Engine,
-    id_labels: &std::collections::BTreeMap<String, String>,
-    reporter: &dyn Reporter,
-) -> Result<()> {
-    let not_stopped = |why| crate::ops::quiesce::NotStopped { why, task: None };
-    // the workspace's primaries by their identity labels, whatever they bind: a sidecar
-    // needs no bind of the primary's to write the workspace
-    let primaries = engine.find_containers(id_labels).await?;
-    let mut stopped = 0;
-    for primary in primaries {
-        stopped += crate::ops::quiesce::stop_workspace(engine, &primary.id)
-            .await
-            .map_err(not_stopped)?
-            .len();
-    }
-    if stopped > 0 {
-        reporter.report(Event::Status(format!(
-            "stopped the workspace's containers ({stopped}) before judging the project"
-        )));
-    }
-    Ok(())
 }
 
 /// What [`judge_project`] decided before anything is created: the project, its judgement and

@@ -126,6 +126,12 @@ pub struct UpOptions {
     /// their container git directories; kept covered through every other bind under
     /// `hardened` ([`crate::security::host_path::keep_covered`], spec-note 0436).
     pub covers: Vec<(PathBuf, String)>,
+    /// The workspace's git entries that are the user's, as `up` walked them before anything of
+    /// the workspace ran ([`crate::ops::workspace_git::covered`]): recorded for the container
+    /// as soon as it exists, before its first hook (attack P9: a hook that fails, or a devcell
+    /// interrupted during the hooks, left a container no later command walked; spec-note 0466).
+    /// `None`: nothing is recorded (not `hardened`, `--allow workspace-git:rw`, a handoff).
+    pub git_baseline: Option<crate::security::git_baseline::Baseline>,
     /// Host folders devcell made for this container (a handoff's container git directories):
     /// their binds are not permission requests (spec-note 0436).
     pub owned_sources: Vec<PathBuf>,

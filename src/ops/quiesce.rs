@@ -1,7 +1,8 @@
 //! Stopping the workspace once the agent has ended, before its commits are fetched back
 //! (issue 25; spec-note 0436, "after the agent"), and before `up --remove-existing-container`
 //! judges a Compose project (attack O4: a running sidecar swapped a judged bind source for a
-//! link before the engine mounted it).
+//! link before the engine mounted it), and before any `up` that will start or create a
+//! container reads the workspace ([`before_reading`], attacks P2, P5, P7).
 //!
 //! The agent's argv ending does not end what it started: `setsid sh -c 'while :; do …; done' &`
 //! outlives the exec and keeps writing into the container git directory and the workspace.
@@ -110,6 +111,59 @@ pub async fn stop_running_workspace(
             .is_some_and(|i| i.running);
         if running || !peers(engine, &c.id).await?.is_empty() {
             stopped.extend(stop_workspace(engine, &c.id).await?);
+        }
+    }
+    Ok(stopped)
+}
+
+/// Before `up` reads the workspace to judge it (the git walks, the bind sources, the
+/// Dockerfile): when `up` will create or start a container, no container of the workspace may
+/// run meanwhile, or a process a hook left running would change what was read between the
+/// judgement and its use (attacks O3, O4, P2, P5, P7: a re-planted `src/.git` taken as the
+/// user's, a judged folder swapped for a link to a host folder before the engine bound it).
+/// So the workspace's primaries (found by `id_labels`) and their running Compose peers are
+/// stopped and confirmed stopped ([`stop_workspace`]):
+/// - under `--remove-existing-container` (`remove_existing`), whatever the configuration;
+/// - for a Compose configuration (`compose`) under `hardened` (`hardened`) when no primary
+///   runs: Compose will start or create one, and the engine resolves its binds then.
+///
+/// A running single container or Compose primary that `up` reuses is left running: it is not
+/// bound again. No engine call is made for a single container without
+/// `--remove-existing-container` (a warm `up` makes no more than before).
+///
+/// Returns how many containers were stopped. Errors: [`NotStopped`] (nothing was judged).
+pub(crate) async fn before_reading(
+    engine: &dyn Engine,
+    id_labels: &std::collections::BTreeMap<String, String>,
+    (compose, hardened, remove_existing): (bool, bool, bool),
+) -> Result<usize, NotStopped> {
+    if !remove_existing && !(compose && hardened) {
+        return Ok(0);
+    }
+    let not_stopped = |why| NotStopped { why, task: None };
+    // the workspace's primaries by their identity labels, whatever they bind: a sidecar
+    // needs no bind of the primary's to write the workspace
+    let primaries = engine.find_containers(id_labels).await.map_err(|e| {
+        not_stopped(format!(
+            "the workspace's containers could not be listed: {e}"
+        ))
+    })?;
+    if !remove_existing && primaries.iter().any(|p| p.state == "running") {
+        return Ok(0);
+    }
+    let mut stopped = 0;
+    for primary in primaries {
+        let running = primary.state == "running";
+        if running
+            || !peers(engine, &primary.id)
+                .await
+                .map_err(not_stopped)?
+                .is_empty()
+        {
+            stopped += stop_workspace(engine, &primary.id)
+                .await
+                .map_err(not_stopped)?
+                .len();
         }
     }
     Ok(stopped)

@@ -125,6 +125,9 @@ pub(crate) async fn up_with_check(
 ) -> Result<UpResult> {
     let chosen = load_up(opts)?;
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
+    // nothing of the workspace runs while it is read, when a container will be started or
+    // created (attacks P2, P5, P7)
+    stop_before_reading(engine, opts, &chosen, reporter).await?;
     // what a process left running made since the last command is not the user's (attack O1)
     let moved_before = crate::ops::workspace_git::before_up(&chosen)?;
     // the workspace's git directories read-only under `hardened` (spec-note 0446)
@@ -155,6 +158,31 @@ pub(crate) async fn up_with_check(
     result.warnings.extend(checked);
     result.warnings.extend(git_warnings);
     Ok(result)
+}
+
+/// Stops the workspace's containers before `up` reads the workspace, when it will start or
+/// create one ([`crate::ops::quiesce::before_reading`]), said as a status line.
+///
+/// Errors: [`crate::ops::quiesce::NotStopped`] (nothing was read, judged or created).
+async fn stop_before_reading(
+    engine: &dyn Engine,
+    opts: &UpOptions,
+    chosen: &UpChoice,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let id_labels = id_labels(&opts.target, &chosen.loaded);
+    let when = (
+        chosen.loaded.typed.kind() == ConfigKind::Compose,
+        matches!(chosen.profile, SecurityProfile::Hardened(_)),
+        opts.remove_existing_container,
+    );
+    let stopped = crate::ops::quiesce::before_reading(engine, &id_labels, when).await?;
+    if stopped > 0 {
+        reporter.report(Event::Status(format!(
+            "stopped the workspace's containers ({stopped}) before reading the workspace"
+        )));
+    }
+    Ok(())
 }
 
 /// The profile and grants of `opts` ([`security_choice`]) and the configuration loaded with

@@ -65,6 +65,8 @@ pub(crate) fn covered(
         before: walk.found.iter().map(|f| f.rel.clone()).collect(),
         keep: chosen.grants.created_git.clone(),
     };
+    // recorded for the container before its first hook runs (attack P9)
+    opts.git_baseline = Some(watch.baseline());
     let accepts = |rel: &str| git_cover::accepted_by(Some(&chosen.grants.uncovered_git), rel);
     let refused = |items| crate::security::SecurityError::UncoveredGit {
         root: root.clone(),
@@ -145,6 +147,31 @@ pub(crate) struct GitWatch {
     keep: BTreeSet<String>,
 }
 
+impl GitWatch {
+    /// The record of the user's entries: found at the start, or accepted.
+    fn baseline(&self) -> git_baseline::Baseline {
+        git_baseline::Baseline {
+            root: self.root.clone(),
+            entries: self.before.union(&self.keep).cloned().collect(),
+        }
+    }
+}
+
+/// Records `opts`' git entries ([`UpOptions::git_baseline`]) for the container `container_id`
+/// as soon as it exists, before its first hook runs, so that a hook that fails or a devcell
+/// interrupted during the hooks still leaves a container that `exec`, `run-user-commands`,
+/// `down` and the next `up` walk (attack P9, spec-note 0466). A record that cannot be written
+/// is said by [`after_hooks`] when `up` succeeds.
+pub(crate) fn record_before_hooks(container_id: &str, opts: &UpOptions) {
+    let (Some(baseline), Some(state)) = (
+        opts.git_baseline.as_ref(),
+        crate::ops::state_folder::default_root(),
+    ) else {
+        return;
+    };
+    let _ = git_baseline::record(&state, container_id, baseline);
+}
+
 /// Once `up`'s lifecycle hooks ran (or failed): each git entry the container created in the
 /// workspace is moved into devcell's state (`<state>/quarantine/<stamp>/<path>`,
 /// [`crate::security::git_quarantine`]; attack N7, spec-note 0448), said as a warning and an
@@ -177,13 +204,10 @@ pub(crate) fn after_hooks(
     };
     result.warnings.extend(messages.into_iter().map(warning));
     result.quarantined_git = outcome.moved;
-    // what later commands compare the workspace with (spec-note 0466)
+    // what later commands compare the workspace with (spec-note 0466); written again for a
+    // reused container, which `up` did not record before its hooks
     if let Some(state) = crate::ops::state_folder::default_root() {
-        let baseline = git_baseline::Baseline {
-            root: watch.root.clone(),
-            entries: watch.before.union(&watch.keep).cloned().collect(),
-        };
-        if let Err(e) = git_baseline::record(&state, &result.container_id, &baseline) {
+        if let Err(e) = git_baseline::record(&state, &result.container_id, &watch.baseline()) {
             result.warnings.push(warning(format!(
                 "the workspace's git entries could not be recorded in devcell's state ({e}): `exec`, `run-user-commands` and `down` will not move aside a git directory the container creates; check with `devcell status` before running git on the host"
             )));

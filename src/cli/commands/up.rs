@@ -62,6 +62,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             lockfile: lockfile_mode(&args.lockfile),
             safe_directories: Vec::new(),
             covers: Vec::new(),
+            git_baseline: None,
             owned_sources: Vec::new(),
             // set from the `--environment` record by `up_recorded`
             recorded_features: None,

@@ -1608,7 +1608,23 @@ fn a_project_env_file_linked_to_a_host_secret_is_never_read_by_compose() {
 /// where it used to run on.
 #[test]
 fn remove_existing_container_stops_the_projects_sidecars_before_judging() {
-    let Some(ctx) = TestContext::busybox("compose_stops_sidecars_before_judging") else {
+    sidecar_stopped_before_judging("compose_stops_sidecars_before_judging", false);
+}
+
+/// Attack P5: the same swap through a plain `up` of a project whose primary had stopped (its
+/// `command` ended) while a sidecar ran on: `compose start` let the engine follow the link.
+/// devcell now stops the sidecar before it reads the project whenever no primary runs; where
+/// it used to run on through the refused `up`.
+#[test]
+fn a_plain_up_of_a_stopped_primary_stops_the_sidecars_before_judging() {
+    sidecar_stopped_before_judging("compose_stopped_primary_sidecars", true);
+}
+
+/// Brings up `app` and a `side` that binds the workspace; with `stop_primary` stops `app` by
+/// hand and runs a plain `up`, else `up --remove-existing-container`, of a refused project:
+/// the sidecar is stopped after the refusal.
+fn sidecar_stopped_before_judging(name: &str, stop_primary: bool) {
+    let Some(ctx) = TestContext::busybox(name) else {
         return;
     };
     let ctx = ctx.isolated();
@@ -1622,18 +1638,33 @@ fn remove_existing_container_stops_the_projects_sidecars_before_judging() {
     );
     let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
     ctx.up(&[]);
-    let side_running = || {
+    let running = |service: &str| {
         project_containers(&project)
             .iter()
-            .filter(|l| l.contains(" side ") && l.ends_with(" running"))
+            .filter(|l| l.contains(&format!(" {service} ")) && l.ends_with(" running"))
             .count()
     };
-    assert_eq!(side_running(), 1, "{:?}", project_containers(&project));
+    assert_eq!(running("side"), 1, "{:?}", project_containers(&project));
+    let args: &[&str] = if stop_primary {
+        let app = project_containers(&project)
+            .into_iter()
+            .find(|l| l.contains(" app "))
+            .expect("the primary");
+        let id = app.split_whitespace().next().unwrap().to_string();
+        assert!(
+            crate::support::engine::docker(&["stop", "-t", "0", &id]).0,
+            "the primary stops"
+        );
+        assert_eq!(running("app"), 0, "{:?}", project_containers(&project));
+        &[]
+    } else {
+        &["--remove-existing-container"]
+    };
     ctx.write(
         ".devcontainer/docker-compose.yml",
         &format!("services:\n{}    privileged: true\n{side}", sleeper("app")),
     );
-    let run = ctx.run("up", &["--remove-existing-container"]);
+    let run = ctx.run("up", args);
     assert_ne!(run.code, Some(0), "{}", run.stdout);
     assert!(
         run.stdout.contains("privileged") || run.stderr.contains("privileged"),
@@ -1642,7 +1673,7 @@ fn remove_existing_container_stops_the_projects_sidecars_before_judging() {
         run.stderr
     );
     assert_eq!(
-        side_running(),
+        running("side"),
         0,
         "the sidecar ran on while devcell judged: {:?}\n{}",
         project_containers(&project),

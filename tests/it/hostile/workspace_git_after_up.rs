@@ -228,20 +228,45 @@ fn a_git_directory_set_ups_hooks_make_is_moved_aside() {
 /// `git status` there runs nothing.
 #[test]
 fn the_next_up_moves_aside_what_a_process_left_running_made() {
-    let Some(repo) =
-        HostileRepo::busybox("the_next_up_moves_aside_what_a_process_left_running_made")
-    else {
+    late_plant_moved_aside(
+        "the_next_up_moves_aside_what_a_process_left_running_made",
+        "",
+        &["up"],
+    );
+}
+
+/// Attack P9: the hook that left the process running then fails, so `up` fails and leaves the
+/// container running. `up` records the workspace's git entries before the first hook runs, so
+/// the next `exec` still moves aside what the process made; without the record nothing ever
+/// walked that container again.
+#[test]
+fn a_failed_up_still_records_so_exec_moves_aside_what_its_hook_left() {
+    late_plant_moved_aside(
+        "a_failed_up_still_records_so_exec_moves_aside_what_its_hook_left",
+        " exit 1",
+        &["exec", "true"],
+    );
+}
+
+/// A `postStartCommand` (`hook_tail` appended) leaves a process that makes `late/.git` once
+/// the test says go; `then` (a devcell command) moves it aside and says so; the user's
+/// `git status` there runs nothing.
+fn late_plant_moved_aside(name: &str, hook_tail: &str, then: &[&str]) {
+    let Some(repo) = HostileRepo::busybox(name) else {
         return;
     };
     let target = crate::support::hostile::HostTarget::new();
     let plant = plant_script(&target.marker());
-    let hook = "setsid sh -c 'while [ ! -f go ]; do sleep 0.1; done; sh plant.sh late/.git; touch planted' </dev/null >/dev/null 2>&1 &";
+    let hook = format!(
+        "setsid sh -c 'while [ ! -f go ]; do sleep 0.1; done; sh plant.sh late/.git; touch planted' </dev/null >/dev/null 2>&1 &{hook_tail}"
+    );
     repo.config(&serde_json::json!({"image": BUSYBOX_IMAGE, "postStartCommand": hook}).to_string())
         .file("plant.sh", &plant);
     repo.commit();
     let state = tempfile::tempdir().unwrap();
     let devcell = devcell_in(&repo, state.path());
-    devcell(&["up"]).ok();
+    let up = devcell(&["up"]);
+    assert_eq!(up.code == Some(0), hook_tail.is_empty(), "{}", up.stderr);
     std::fs::write(repo.path().join("go"), "").unwrap();
     let planted = repo.path().join("planted");
     for _ in 0..600 {
@@ -252,7 +277,7 @@ fn the_next_up_moves_aside_what_a_process_left_running_made() {
     }
     assert!(planted.exists(), "the left process planted");
     assert!(repo.path().join("late/.git/config").is_file());
-    let again = devcell(&["up"]);
+    let again = devcell(then);
     again.ok();
     assert!(!repo.path().join("late/.git").exists(), "{}", again.stderr);
     let said = format!("{}{}", again.stdout, again.stderr);
@@ -262,4 +287,50 @@ fn the_next_up_moves_aside_what_a_process_left_running_made() {
     host_git_status(repo.path());
     let _ = devcell(&["down", "--remove"]);
     target.assert_untouched();
+}
+
+/// Attacks P2 and P7: a process the old container left running re-makes `src/.git` every
+/// millisecond while `up --remove-existing-container` reads the workspace (4,000 folders walked
+/// before `src` widen the window). The old container is now stopped before the first walk, so
+/// what it made is moved aside and never taken as the user's: no record of the workspace names
+/// `src/.git`, and the new container does not get it covered read-only as the user's.
+#[test]
+fn remove_existing_container_stops_the_old_container_before_walking_the_workspace() {
+    let Some(repo) = HostileRepo::busybox(
+        "remove_existing_container_stops_the_old_container_before_walking_the_workspace",
+    ) else {
+        return;
+    };
+    let target = crate::support::hostile::HostTarget::new();
+    let plant = plant_script(&target.marker());
+    let hook = "setsid sh -c 'while :; do if [ ! -e src/.git ]; then sh plant.sh src/.gx && mv src/.gx src/.git; fi; usleep 1000; done' </dev/null >/dev/null 2>&1 &";
+    repo.config(&serde_json::json!({"image": BUSYBOX_IMAGE, "postStartCommand": hook}).to_string())
+        .file("plant.sh", &plant)
+        .file("src/main.c", "int main(void) { return 0; }\n");
+    repo.commit();
+    for n in 0..4000 {
+        std::fs::create_dir_all(repo.path().join(format!("aaa/d{n}"))).unwrap();
+    }
+    let state = tempfile::tempdir().unwrap();
+    let devcell = devcell_in(&repo, state.path());
+    devcell(&["up"]).ok();
+    let again = devcell(&["up", "--remove-existing-container"]);
+    again.ok();
+    assert!(
+        again.stderr.contains("before reading the workspace"),
+        "{}",
+        again.stderr
+    );
+    let notice = again
+        .stderr
+        .lines()
+        .find(|l| l.contains("are read-only in the container"))
+        .unwrap_or_default();
+    assert!(!notice.contains("src/.git"), "{}", again.stderr);
+    let records = std::fs::read_dir(state.path().join("git-baseline")).unwrap();
+    for record in records {
+        let text = std::fs::read_to_string(record.unwrap().path()).unwrap();
+        assert!(!text.contains("src/.git"), "taken as the user's: {text}");
+    }
+    let _ = devcell(&["down", "--remove"]);
 }
