@@ -137,7 +137,7 @@ pub(crate) async fn before_reading(
     id_labels: &std::collections::BTreeMap<String, String>,
     (compose, hardened, remove_existing): (bool, bool, bool),
 ) -> Result<usize, NotStopped> {
-    if !remove_existing && !(compose && hardened) {
+    if !(remove_existing || compose && hardened) {
         return Ok(0);
     }
     let not_stopped = |why| NotStopped { why, task: None };

@@ -206,12 +206,12 @@ pub(crate) fn after_hooks(
     result.quarantined_git = outcome.moved;
     // what later commands compare the workspace with (spec-note 0466); written again for a
     // reused container, which `up` did not record before its hooks
-    if let Some(state) = crate::ops::state_folder::default_root() {
-        if let Err(e) = git_baseline::record(&state, &result.container_id, &watch.baseline()) {
-            result.warnings.push(warning(format!(
+    if let Some(state) = crate::ops::state_folder::default_root()
+        && let Err(e) = git_baseline::record(&state, &result.container_id, &watch.baseline())
+    {
+        result.warnings.push(warning(format!(
                 "the workspace's git entries could not be recorded in devcell's state ({e}): `exec`, `run-user-commands` and `down` will not move aside a git directory the container creates; check with `devcell status` before running git on the host"
             )));
-        }
     }
     Ok(result)
 }
