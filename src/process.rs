@@ -218,12 +218,13 @@ fn output_bounded_std(
     })
 }
 
+/// Process probes for tests of what runs processes (here and in `mail`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Whether process `pid` exists and is not a zombie.
-    pub(super) fn alive(pid: i32) -> bool {
+    pub(crate) fn alive(pid: i32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
             s.rfind(')')
                 .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st != "Z"))
@@ -232,7 +233,7 @@ mod tests {
     }
 
     /// Waits (up to 10 s) for the pid a program wrote to `file`.
-    fn pid_in(file: &std::path::Path) -> i32 {
+    pub(crate) fn pid_in(file: &std::path::Path) -> i32 {
         for _ in 0..1000 {
             if let Some(pid) = std::fs::read_to_string(file)
                 .ok()

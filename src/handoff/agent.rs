@@ -278,6 +278,24 @@ struct Live {
 }
 
 impl Live {
+    /// The session `start` of the workspace `root` in `store`, begun for plan `p` (its secrets
+    /// to mask, its warnings first).
+    fn new(
+        p: &crate::handoff::plan::Prepared,
+        (store, root, start): (StateStore, PathBuf, SessionStart),
+        root_open_to_others: bool,
+    ) -> Self {
+        Live {
+            id: start.session.id.clone(),
+            root_open_to_others,
+            store,
+            root,
+            start,
+            secrets: p.secrets.clone(),
+            warnings: p.warnings.clone(),
+        }
+    }
+
     /// `e`, with the session recorded as failed (secret values masked).
     fn fail(&self, e: OpsError) -> OpsError {
         record_failure(&self.store, &self.root, &self.id, &self.secrets, e)

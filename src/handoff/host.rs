@@ -40,7 +40,7 @@ use crate::handoff::plan::{
 };
 use crate::handoff::session::{
     AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, close_previous_sessions,
-    pump, record_failure, running_containers, unless_stopped,
+    note_end, outcome, pump, record_failure, running_containers, unless_stopped,
 };
 use crate::handoff::state::{SessionOutcome, StateStore};
 use crate::lifecycle::LifecycleReport;
@@ -288,25 +288,7 @@ async fn wait_for_agent(
 /// The agent's exit code, its signal, and the session's outcome, from its status.
 fn outcome_of(status: std::process::ExitStatus) -> (Option<i32>, Option<i32>, SessionOutcome) {
     let (exit_code, signal) = (status.code(), status.signal());
-    let outcome = match (exit_code, signal) {
-        (_, Some(signal)) => SessionOutcome::Signaled { signal },
-        (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
-        (None, None) => SessionOutcome::Exited { exit_code: 1 },
-    };
-    (exit_code, signal, outcome)
-}
-
-/// The log's last lines: how much output past the cap was dropped, and how the agent ended.
-fn note_end(log: &Mutex<crate::handoff::state::SessionLog>, outcome: &SessionOutcome) {
-    if let Ok(mut l) = log.lock() {
-        let dropped = l.dropped();
-        if dropped > 0 {
-            l.note(&format!(
-                "# devcell: {dropped} bytes of output past the cap were not kept"
-            ));
-        }
-        l.note(&format!("# devcell: agent ended: {outcome:?}"));
-    }
+    (exit_code, signal, outcome(exit_code, signal, 1))
 }
 
 /// When devcell is root and the workspace `root` belongs to another user, makes `command` run

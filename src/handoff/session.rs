@@ -382,6 +382,39 @@ pub fn split_status(status: i32, stopped: bool) -> (Option<i32>, Option<i32>) {
     }
 }
 
+/// The session's outcome from an agent's end: its signal when it has one, else its exit code,
+/// else `unknown` (an end that reported neither).
+pub(crate) fn outcome(exit_code: Option<i32>, signal: Option<i32>, unknown: i32) -> SessionOutcome {
+    match (exit_code, signal) {
+        (_, Some(signal)) => SessionOutcome::Signaled { signal },
+        (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
+        (None, None) => SessionOutcome::Exited { exit_code: unknown },
+    }
+}
+
+/// An exec's status as the session records it: its exit code or its signal
+/// ([`split_status`]) and the outcome they make.
+pub(crate) fn exec_outcome(
+    status: i32,
+    stopped: bool,
+) -> (Option<i32>, Option<i32>, SessionOutcome) {
+    let (exit_code, signal) = split_status(status, stopped);
+    (exit_code, signal, outcome(exit_code, signal, status))
+}
+
+/// The log's last lines: how much output past the cap was dropped, and how the agent ended.
+pub(crate) fn note_end(log: &Mutex<crate::handoff::state::SessionLog>, outcome: &SessionOutcome) {
+    if let Ok(mut l) = log.lock() {
+        let dropped = l.dropped();
+        if dropped > 0 {
+            l.note(&format!(
+                "# devcell: {dropped} bytes of output past the cap were not kept"
+            ));
+        }
+        l.note(&format!("# devcell: agent ended: {outcome:?}"));
+    }
+}
+
 /// Whether process `pid` has exited but is not yet reaped (Linux `/proc/<pid>/stat` state `Z`).
 pub(crate) fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -200,8 +200,9 @@ impl WorkspaceState {
     }
 }
 
-/// One handoff of the workspace to an agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One handoff of the workspace to an agent. `Default` is the record of nothing yet: no id,
+/// no end, no findings (a session starts from it with what it knows at its start).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     /// Unique id: `<UTC yyyymmddThhmmssZ>-<pid>` (plus `-N` on a collision).
@@ -853,6 +854,22 @@ impl StateStore {
         Ok(result)
     }
 
+    /// [`StateStore::update`] of session `session_id` alone: `f` changes its record.
+    ///
+    /// # Errors
+    /// [`StateError::NoSuchSession`], [`StateError::Io`], [`StateError::Corrupt`].
+    fn update_session(
+        &self,
+        workspace_root: &Path,
+        session_id: &str,
+        f: impl FnOnce(&mut Session),
+    ) -> Result<(), StateError> {
+        self.update(workspace_root, |state| {
+            f(state.session_mut(session_id)?);
+            Ok(())
+        })
+    }
+
     fn save_to(&self, path: &Path, state: &WorkspaceState) -> Result<(), StateError> {
         let dir = path.parent().unwrap_or(&self.root);
         let io = |source| StateError::Io {
@@ -1033,16 +1050,9 @@ impl StateStore {
                 pid_start,
                 container_id,
                 started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                ended_at: None,
-                outcome: None,
                 runtime,
-                egress: None,
-                network: None,
-                git: Vec::new(),
-                environment: None,
-                mail: None,
-                external: false,
                 group: group.map(str::to_string),
+                ..Session::default()
             };
             state.sessions.push(session.clone());
             prune_sessions(&mut state.sessions);
@@ -1089,9 +1099,8 @@ impl StateStore {
         session_id: &str,
         network: &str,
     ) -> Result<(), StateError> {
-        self.update(workspace_root, |state| {
-            state.session_mut(session_id)?.network = Some(network.to_string());
-            Ok(())
+        self.update_session(workspace_root, session_id, |s| {
+            s.network = Some(network.to_string())
         })
     }
 
@@ -1105,9 +1114,8 @@ impl StateStore {
         session_id: &str,
         hash: &str,
     ) -> Result<(), StateError> {
-        self.update(workspace_root, |state| {
-            state.session_mut(session_id)?.environment = Some(hash.to_string());
-            Ok(())
+        self.update_session(workspace_root, session_id, |s| {
+            s.environment = Some(hash.to_string())
         })
     }
 
@@ -1122,9 +1130,8 @@ impl StateStore {
         session_id: &str,
         channel: crate::handoff::door::ChannelRecord,
     ) -> Result<(), StateError> {
-        self.update(workspace_root, |state| {
-            state.session_mut(session_id)?.mail = Some(Box::new(channel));
-            Ok(())
+        self.update_session(workspace_root, session_id, |s| {
+            s.mail = Some(Box::new(channel))
         })
     }
 
@@ -1218,10 +1225,7 @@ impl StateStore {
         if git.is_empty() {
             return Ok(());
         }
-        self.update(workspace_root, |state| {
-            state.session_mut(session_id)?.git.extend(git);
-            Ok(())
-        })
+        self.update_session(workspace_root, session_id, |s| s.git.extend(git))
     }
 
     /// Forgets the workspace's container (after `delete`); sessions are kept as history.

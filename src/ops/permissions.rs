@@ -587,19 +587,12 @@ pub(crate) fn confine_build(
     grants: &Grants,
 ) -> Result<()> {
     let places = host_path::Places::new(&loaded.workspace.host_mount_root, None, None);
-    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    request.dockerfile = host_path::confine(
-        "build.dockerfile",
-        &absolute(&request.dockerfile),
-        &places,
-        grants,
-    )?;
-    request.context = host_path::confine(
-        "build.context",
-        &absolute(&request.context),
-        &places,
-        grants,
-    )?;
+    let confine = |property: &str, p: &Path| {
+        let absolute = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        host_path::confine(property, &absolute, &places, grants)
+    };
+    request.dockerfile = confine("build.dockerfile", &request.dockerfile)?;
+    request.context = confine("build.context", &request.context)?;
     Ok(())
 }
 

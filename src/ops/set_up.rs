@@ -855,16 +855,9 @@ mod tests {
         };
         let workspace = PathBuf::from(NO_WORKSPACE);
         let existing = ExistingContainer {
-            info: &info,
-            image_user: None,
             remote_user: Some("root"),
             workspace: &workspace,
-            command_line_binds: &[],
-            engine_socket: None,
-            network: None,
-            required_mounts: &[],
-            passwd: None,
-            passwd_unreadable: false,
+            ..crate::security::reuse::tests::existing(&info)
         };
         let profile = SecurityProfile::Hardened(Default::default());
         let Err(SecurityError::ReuseRefused { requests, .. }) =

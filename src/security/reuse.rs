@@ -268,8 +268,9 @@ pub fn bind_sources(mounts: &[crate::engine::Mount]) -> Vec<String> {
         .collect()
 }
 
+/// Fixtures of the reuse judgement, for its tests and `ops::set_up`'s.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::{HostSecurity, Limits, MountInfo};
     use crate::security::baseline::NO_NEW_PRIVILEGES;
@@ -310,7 +311,9 @@ mod tests {
         }
     }
 
-    fn existing(info: &ContainerInfo) -> ExistingContainer<'_> {
+    /// `info` as an existing container of workspace `/w/repo` whose remote user is `nobody`,
+    /// nothing else known.
+    pub(crate) fn existing(info: &ContainerInfo) -> ExistingContainer<'_> {
         ExistingContainer {
             info,
             image_user: None,

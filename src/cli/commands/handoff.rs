@@ -542,11 +542,7 @@ fn render_plan_container(s: &mut String, p: &HandoffPlan) {
         s,
         "  container  {}{}",
         p.container.action,
-        p.container
-            .id
-            .as_deref()
-            .map(|i| format!(" {}", &i[..i.len().min(12)]))
-            .unwrap_or_default()
+        short_id(p.container.id.as_deref())
     );
     for svc in &p.services {
         let _ = writeln!(
@@ -556,10 +552,7 @@ fn render_plan_container(s: &mut String, p: &HandoffPlan) {
             svc.role,
             svc.image,
             svc.container,
-            svc.id
-                .as_deref()
-                .map(|i| format!(" {}", &i[..i.len().min(12)]))
-                .unwrap_or_default(),
+            short_id(svc.id.as_deref()),
             match svc.permissions.len() {
                 0 => String::new(),
                 1 => ", 1 permission".to_string(),
@@ -594,6 +587,12 @@ fn render_plan_command(s: &mut String, p: &HandoffPlan) {
     for v in &p.verification {
         let _ = writeln!(s, "  verify     {v}");
     }
+}
+
+/// ` <first 12 characters of id>`, or nothing without an id.
+fn short_id(id: Option<&str>) -> String {
+    id.map(|i| format!(" {}", &i[..i.len().min(12)]))
+        .unwrap_or_default()
 }
 
 /// `a, b` or `(none)`.

@@ -131,22 +131,12 @@ impl Handoff<'_> {
     /// are closed), and its log.
     pub(super) async fn begin_session(&self, p: &Prepared) -> Result<(Live, SessionLog)> {
         let (store, root, start) = self.start_session(p, None).await?;
-        let id = start.session.id.clone();
-        let log = store.create_log(&id)?;
+        let log = store.create_log(&start.session.id)?;
         let root_open_to_others = {
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::symlink_metadata(&root).is_ok_and(|m| m.permissions().mode() & 0o002 != 0)
         };
-        let live = Live {
-            root_open_to_others,
-            store,
-            root,
-            start,
-            id,
-            secrets: p.secrets.clone(),
-            warnings: p.warnings.clone(),
-        };
-        Ok((live, log))
+        Ok((Live::new(p, (store, root, start), root_open_to_others), log))
     }
 
     /// Each repository's container git directory: what an earlier session left there comes

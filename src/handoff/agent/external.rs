@@ -38,7 +38,7 @@ use crate::handoff::plan::{
 };
 use crate::handoff::repository::Workspace;
 use crate::handoff::session::{
-    AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, pidfile_of, split_status,
+    AgentStreams, HandoffResult, StopSignal, Stopped, agents_md_report, exec_outcome, pidfile_of,
     unless_stopped,
 };
 use crate::handoff::state::{SessionOutcome, StateStore};
@@ -553,17 +553,8 @@ impl Handoff<'_> {
         p: &Prepared,
         info: &ContainerInfo,
     ) -> Result<(Live, crate::handoff::state::SessionLog)> {
-        let (store, root, start) = self.start_session(p, Some(&info.id)).await?;
-        let id = start.session.id.clone();
-        let live = Live {
-            root_open_to_others: true,
-            store,
-            root,
-            start,
-            id,
-            secrets: p.secrets.clone(),
-            warnings: p.warnings.clone(),
-        };
+        let started = self.start_session(p, Some(&info.id)).await?;
+        let live = Live::new(p, started, true);
         mark_external(&live.store, &live.root, &live.id).map_err(|e| live.fail(e.into()))?;
         let log = live
             .store
@@ -737,12 +728,7 @@ impl Handoff<'_> {
             (Err(e), None) => return Err(live.fail(e.into())),
         };
         let code = i32::try_from(result.exit_code).unwrap_or(i32::MAX);
-        let (exit_code, signal) = split_status(code, stopped_by.is_some());
-        let outcome = match (exit_code, signal) {
-            (_, Some(signal)) => SessionOutcome::Signaled { signal },
-            (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
-            (None, None) => SessionOutcome::Exited { exit_code: code },
-        };
+        let (exit_code, signal, outcome) = exec_outcome(code, stopped_by.is_some());
         if let Ok(mut l) = log.lock() {
             l.note(&format!("# devcell: agent ended: {outcome:?}"));
         }

@@ -8,9 +8,9 @@ use crate::diagnostics::SecretMask;
 use crate::engine::{ExecInput, ExecOutput, ExecRequest, ExecResult};
 use crate::handoff::plan::{Prepared, safe_directories};
 use crate::handoff::session::{
-    AgentStreams, StopSignal, pidfile_of, pump, split_status, stop_agent, unless_stopped,
+    AgentStreams, StopSignal, exec_outcome, note_end, pidfile_of, pump, stop_agent, unless_stopped,
 };
-use crate::handoff::state::{SessionLog, SessionOutcome};
+use crate::handoff::state::SessionLog;
 use crate::lifecycle::UserEnvProbe;
 use crate::ops::UpResult;
 use crate::ops::attach::{Attached, append_safe_directories, attach_running, probed_remote_env};
@@ -63,21 +63,8 @@ impl Handoff<'_> {
             (Err(e), None) => return Err(live.fail(e.into())),
         };
         let code = i32::try_from(exec_result.exit_code).unwrap_or(i32::MAX);
-        let (exit_code, signal) = split_status(code, stopped);
-        let outcome = match (exit_code, signal) {
-            (_, Some(signal)) => SessionOutcome::Signaled { signal },
-            (Some(exit_code), None) => SessionOutcome::Exited { exit_code },
-            (None, None) => SessionOutcome::Exited { exit_code: code },
-        };
-        if let Ok(mut l) = log.lock() {
-            let dropped = l.dropped();
-            if dropped > 0 {
-                l.note(&format!(
-                    "# devcell: {dropped} bytes of output past the cap were not kept"
-                ));
-            }
-            l.note(&format!("# devcell: agent ended: {outcome:?}"));
-        }
+        let (exit_code, signal, outcome) = exec_outcome(code, stopped);
+        note_end(&log, &outcome);
         // the proxy's decisions made during this session (spec-note 0504)
         let egress = up.egress.as_ref().and_then(|_| {
             let since = chrono::DateTime::parse_from_rfc3339(&live.start.session.started_at)

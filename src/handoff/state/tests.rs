@@ -75,20 +75,8 @@ fn session(id: &str, pid: u32) -> Session {
         id: id.into(),
         agent: "a".into(),
         pid,
-        pid_start: None,
-        container_id: None,
-        started_at: String::new(),
-        ended_at: None,
-        outcome: None,
-        log: PathBuf::new(),
         runtime: AgentRuntime::Container,
-        egress: None,
-        network: None,
-        git: Vec::new(),
-        environment: None,
-        mail: None,
-        external: false,
-        group: None,
+        ..Session::default()
     }
 }
 

@@ -1,11 +1,11 @@
 //! The escalation command (spec-note 0533): its settings, its run (environment, deadline,
 //! output bound) and the mediator running it once per escalated message.
 
-use std::path::Path;
 use std::time::Duration;
 
 use super::*;
 use crate::mail::MessageType;
+use crate::process::tests::{alive, pid_in};
 
 fn settings(argv: &[&str], timeout: u64) -> MailSettings {
     MailSettings {
@@ -52,27 +52,6 @@ fn command(argv: &[&str], deadline: Duration) -> Escalation {
 }
 
 /// Whether process `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rfind(')')
-            .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st != "Z"))
-            .unwrap_or(false)
-    })
-}
-
-fn pid_in(file: &Path) -> i32 {
-    for _ in 0..500 {
-        if let Some(pid) = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return pid;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("no pid in {}", file.display());
-}
-
 #[test]
 fn the_command_is_checked_when_the_settings_are_read() {
     assert_eq!(Escalation::from_settings(&settings(&[], 10)).unwrap(), None);
