@@ -54,6 +54,19 @@ pub fn deadline_from_env(var: &str, default: Duration) -> Duration {
         .map_or(default, Duration::from_secs)
 }
 
+/// Whether process `pid` still runs with each of `words` among its arguments
+/// (`/proc/<pid>/cmdline`): how devcell tells a program it started in the background (the egress
+/// proxy, a detached `ports` forwarder) from an exited one or a process that reused its pid.
+/// An exited pid has no command line, a zombie (exited, not yet reaped) an empty one: neither
+/// carries anything.
+pub fn carries(pid: u32, words: &[&str]) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    words.iter().all(|w| args.contains(&w.as_bytes()))
+}
+
 /// Makes `command` run in its own process group (see the module docs).
 pub fn contain(command: &mut std::process::Command) -> &mut std::process::Command {
     use std::os::unix::process::CommandExt as _;
@@ -253,6 +266,27 @@ mod tests {
             }
             gone
         })
+    }
+
+    /// A running program carries its arguments; one that did not get a word, an exited (and
+    /// reaped) one and a pid that never ran carry nothing.
+    #[test]
+    fn a_program_carries_its_arguments_while_it_runs() {
+        // `read`, a builtin, keeps the shell itself waiting (no `exec` into another program)
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line", "marker", "the-key"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(carries(pid, &["marker", "the-key"]));
+        assert!(carries(pid, &["the-key"]));
+        assert!(!carries(pid, &["marker", "another-key"]));
+        assert!(!carries(pid, &["the-k"]), "a whole argument, not a prefix");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!carries(pid, &["marker"]), "an exited pid carries nothing");
+        assert!(!carries(u32::MAX, &[]), "no such pid");
     }
 
     #[tokio::test]

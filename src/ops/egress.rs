@@ -205,13 +205,9 @@ impl ProxyPaths {
     }
 }
 
+/// Whether `pid` is still the proxy of workspace `key` ([`crate::process::carries`]).
 fn is_proxy_process(pid: u32, key: &str) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    // a zombie (exited, not yet reaped) has an empty command line
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    args.contains(&PROXY_SUBCOMMAND.as_bytes()) && args.contains(&key.as_bytes())
+    crate::process::carries(pid, &[PROXY_SUBCOMMAND, key])
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> OpsError + '_ {

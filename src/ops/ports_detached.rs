@@ -165,14 +165,9 @@ pub fn records(state: &Path) -> Vec<DetachedRecord> {
 }
 
 /// Whether `pid` is still the detached forwarder of record `key`: its command line carries
-/// [`CHILD_FLAG`] and `key` (an exited or reused pid is not).
+/// [`CHILD_FLAG`] and `key` ([`crate::process::carries`]; an exited or reused pid does not).
 pub fn is_forwarder(pid: u32, key: &str) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    args.windows(2)
-        .any(|w| w[0] == CHILD_FLAG.as_bytes() && w[1] == key.as_bytes())
+    crate::process::carries(pid, &[CHILD_FLAG, key])
 }
 
 /// Stops the detached forwarders of `container_ids` (SIGTERM, SIGKILL after 2 s) and removes
