@@ -67,6 +67,39 @@ pub fn carries(pid: u32, words: &[&str]) -> bool {
     words.iter().all(|w| args.contains(&w.as_bytes()))
 }
 
+/// Removes from `base` each folder named `<prefix><pid>-…` that this user owns and whose
+/// process no longer runs: the private folder of a devcell that was killed before it could
+/// remove it (a Compose working folder, the copies of a granted host command). A link, a file,
+/// another user's entry, another name and the folder of a process that still runs (this one
+/// included) are never touched. Failures are ignored: the next run tries again.
+pub fn sweep_dead_pid_folders(base: &std::path::Path, prefix: &str) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // `symlink_metadata`: a link is not a directory, whatever it points at
+        let ours = std::fs::symlink_metadata(entry.path())
+            .is_ok_and(|meta| meta.is_dir() && meta.uid() == me);
+        if ours
+            && pid != std::process::id()
+            && !std::path::Path::new("/proc").join(pid.to_string()).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Makes `command` run in its own process group (see the module docs).
 pub fn contain(command: &mut std::process::Command) -> &mut std::process::Command {
     use std::os::unix::process::CommandExt as _;
@@ -272,12 +305,21 @@ mod tests {
     /// reaped) one and a pid that never ran carry nothing.
     #[test]
     fn a_program_carries_its_arguments_while_it_runs() {
-        // `read`, a builtin, keeps the shell itself waiting (no `exec` into another program)
+        // `read`, a builtin, keeps the shell itself waiting (no `exec` into another program);
+        // its first line says it runs (before `exec`, the child carries the test's own words)
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "read line", "marker", "the-key"])
+            .args(["-c", "echo ready; read line", "marker", "the-key"])
             .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        assert_eq!(ready, "ready\n");
         let pid = child.id();
         assert!(carries(pid, &["marker", "the-key"]));
         assert!(carries(pid, &["the-key"]));
