@@ -24,9 +24,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::engine::{ContainerInfo, ContainerSpec, Engine};
-use crate::ops::bring_up::{
-    ContainerAction, UpResult, after_start, initialize_on_host, settle_existing, up_result,
-};
+use crate::ops::bring_up::{ContainerAction, UpResult, after_start, initialize_on_host, up_result};
 use crate::ops::container::{
     SpecInputs, configured_container_user, container_spec, host_memory_bytes,
     unmet_host_requirements,
@@ -37,6 +35,7 @@ use crate::ops::create::{
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result};
+use crate::ops::existing::settle_existing;
 use crate::ops::hooks::{bring_up_lock, prepare_state_dir_if_needed};
 use crate::ops::image::{DevImage, PreparedImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
