@@ -252,7 +252,9 @@ impl JudgedUp {
 /// looks the container up nor judges the configuration again.
 ///
 /// Errors: as [`judge_configuration`]; [`OpsError::Unsupported`] when the lock cannot be
-/// taken; [`OpsError::Engine`] when the containers cannot be listed.
+/// taken; [`OpsError::Engine`] when the containers cannot be listed;
+/// [`crate::ops::quiesce::NotStopped`] when the container `--remove-existing-container`
+/// replaces cannot be confirmed stopped (nothing was judged).
 pub(crate) async fn judge_up(
     engine: &dyn Engine,
     opts: &UpOptions,
@@ -278,11 +280,12 @@ pub(crate) async fn judge_up(
         .as_ref()
         .filter(|_| !opts.remove_existing_container);
     if let Some(old) = existing.as_ref().filter(|_| opts.remove_existing_container) {
-        // stopped before anything is read to judge: a process a hook left running in it would
-        // otherwise change the workspace's files between the judgement and their use (attack O3)
-        engine
-            .stop_container(&old.id, Some(std::time::Duration::ZERO))
-            .await?;
+        // stopped, and confirmed stopped, before anything is read to judge: a process a hook
+        // left running in it would otherwise change the workspace's files between the
+        // judgement and their use (attack O3); the same step as a Compose project's (O4)
+        crate::ops::quiesce::stop_workspace(engine, &old.id)
+            .await
+            .map_err(|why| crate::ops::quiesce::NotStopped { why, task: None })?;
     }
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
