@@ -658,85 +658,17 @@ fn describe(
     trusted: Option<&[PathBuf]>,
     untrusted: &mut Vec<UntrustedGitDir>,
 ) -> Result<Repo, WorkspaceError> {
-    let dot_git = dir.join(".git");
-    let meta = dot_git
-        .symlink_metadata()
-        .map_err(|source| WorkspaceError::Io {
-            path: dot_git.clone(),
-            source,
-        })?;
-    let (kind, git_dir) = if meta.is_dir() {
-        (RepoKind::Repository, canonical(&dot_git)?)
-    } else if meta.file_type().is_symlink() {
-        // `.git` as a symbolic link to a git directory kept elsewhere
-        let target = std::fs::read_link(&dot_git).map_err(|source| WorkspaceError::Io {
-            path: dot_git.clone(),
-            source,
-        })?;
-        let resolved = link_target(&dot_git, &dir.join(target))?;
-        if !resolved.is_dir() {
-            return Err(WorkspaceError::BadGitLink {
-                path: dot_git,
-                message: "a symbolic link `.git` must point at a git directory".into(),
-            });
-        }
-        (RepoKind::Repository, resolved)
-    } else {
-        let (target, _) = read_gitdir_link(&dot_git)?;
-        let resolved = dir.join(target);
-        (RepoKind::Worktree, link_target(&dot_git, &resolved)?)
-    };
+    let (kind, git_dir) = git_dir_of(dir)?;
     let common_dir = read_commondir(&git_dir)?;
-    let mut refused = Vec::new();
-    for (link, path, reason) in judge_git_links(dir, kind, &git_dir, &common_dir, root) {
-        let granted = trusted.is_none_or(|t| t.iter().any(|t| path.starts_with(t)));
-        if !granted {
-            refused.push(path.clone());
-        }
-        untrusted.push(UntrustedGitDir {
-            repo: name.clone(),
-            link,
-            path,
-            reason,
-            granted,
-        });
-    }
-    let pin = GitPin {
-        work_tree: dir,
-        common_dir: &common_dir,
-    };
-    let status = if refused.is_empty() {
-        // git's ownership check (0322) on the repository as discovered; `rev-parse` runs
-        // nothing the configuration could name beyond the fixed overrides
-        git(&pin, &["rev-parse", "--git-dir"], &[]).and_then(|_| {
-            // `status` reads only the configuration devcell read, once (spec-note 0412)
-            status_on_private_git_dir(dir, &git_dir, &common_dir)
-        })
-    } else {
-        Err(WorkspaceError::Git {
-            dir: dir.to_path_buf(),
-            args: "status".into(),
-            stderr: String::new(),
-        })
-    };
-    // git refusing one repository (ownership, a damaged index) leaves its git state unknown;
-    // the rest of the workspace is still described (spec-note 0322)
-    let (parsed, git_error) = match status {
-        Ok(status) => (parse_status(&status), None),
-        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => (
-            Status::default(),
-            Some(format!(
-                "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
-                refused[0].display(),
-                refused[0].display()
-            )),
-        ),
-        Err(WorkspaceError::Git { stderr, .. }) => (
-            Status::default(),
-            Some(explain_git_failure(&stderr, dir, &git_dir, &common_dir)),
-        ),
-        Err(e) => return Err(e),
-    };
+    let judged = judge_links(dir, &name, kind, &git_dir, &common_dir, root, trusted);
+    // git is not run where a link names a git directory not granted
+    let refused: Vec<PathBuf> = judged
+        .iter()
+        .filter(|u| !u.granted)
+        .map(|u| u.path.clone())
+        .collect();
+    untrusted.extend(judged);
+    let (parsed, git_error) = read_status(dir, &git_dir, &common_dir, &refused)?;
     Ok(Repo {
         name,
         host_path: dir.to_path_buf(),
@@ -754,6 +686,110 @@ fn describe(
         has_devcontainer: has_devcontainer(dir),
         git_error,
     })
+}
+
+/// What `<dir>/.git` is and the git directory it names (canonical): a directory, a symbolic
+/// link to a git directory kept elsewhere, or a worktree's `gitdir:` file.
+///
+/// Errors: [`WorkspaceError::Io`], [`WorkspaceError::BadGitLink`].
+fn git_dir_of(dir: &Path) -> Result<(RepoKind, PathBuf), WorkspaceError> {
+    let dot_git = dir.join(".git");
+    let meta = dot_git
+        .symlink_metadata()
+        .map_err(|source| WorkspaceError::Io {
+            path: dot_git.clone(),
+            source,
+        })?;
+    if meta.is_dir() {
+        return Ok((RepoKind::Repository, canonical(&dot_git)?));
+    }
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&dot_git).map_err(|source| WorkspaceError::Io {
+            path: dot_git.clone(),
+            source,
+        })?;
+        let resolved = link_target(&dot_git, &dir.join(target))?;
+        if !resolved.is_dir() {
+            return Err(WorkspaceError::BadGitLink {
+                path: dot_git,
+                message: "a symbolic link `.git` must point at a git directory".into(),
+            });
+        }
+        return Ok((RepoKind::Repository, resolved));
+    }
+    let (target, _) = read_gitdir_link(&dot_git)?;
+    let resolved = dir.join(target);
+    Ok((RepoKind::Worktree, link_target(&dot_git, &resolved)?))
+}
+
+/// The git directories repository `name`'s links name that devcell does not trust on its own
+/// ([`judge_git_links`]), each granted when `trusted` (`None`: everything) covers it.
+fn judge_links(
+    dir: &Path,
+    name: &str,
+    kind: RepoKind,
+    git_dir: &Path,
+    common_dir: &Path,
+    root: &Path,
+    trusted: Option<&[PathBuf]>,
+) -> Vec<UntrustedGitDir> {
+    judge_git_links(dir, kind, git_dir, common_dir, root)
+        .into_iter()
+        .map(|(link, path, reason)| UntrustedGitDir {
+            repo: name.to_string(),
+            granted: trusted.is_none_or(|t| t.iter().any(|t| path.starts_with(t))),
+            link,
+            path,
+            reason,
+        })
+        .collect()
+}
+
+/// The repository's `git status`, or, when git is not run (`refused` is not empty) or refuses
+/// it, an unknown status and the reason for people (spec-note 0322): git refusing one
+/// repository (ownership, a damaged index) leaves the rest of the workspace described.
+///
+/// Errors: [`WorkspaceError::GitUnavailable`] and the failures that are not git's.
+fn read_status(
+    dir: &Path,
+    git_dir: &Path,
+    common_dir: &Path,
+    refused: &[PathBuf],
+) -> Result<(Status, Option<String>), WorkspaceError> {
+    let pin = GitPin {
+        work_tree: dir,
+        common_dir,
+    };
+    let status = if refused.is_empty() {
+        // git's ownership check (0322) on the repository as discovered; `rev-parse` runs
+        // nothing the configuration could name beyond the fixed overrides
+        git(&pin, &["rev-parse", "--git-dir"], &[]).and_then(|_| {
+            // `status` reads only the configuration devcell read, once (spec-note 0412)
+            status_on_private_git_dir(dir, git_dir, common_dir)
+        })
+    } else {
+        Err(WorkspaceError::Git {
+            dir: dir.to_path_buf(),
+            args: "status".into(),
+            stderr: String::new(),
+        })
+    };
+    match status {
+        Ok(status) => Ok((parse_status(&status), None)),
+        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => Ok((
+            Status::default(),
+            Some(format!(
+                "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
+                refused[0].display(),
+                refused[0].display()
+            )),
+        )),
+        Err(WorkspaceError::Git { stderr, .. }) => Ok((
+            Status::default(),
+            Some(explain_git_failure(&stderr, dir, git_dir, common_dir)),
+        )),
+        Err(e) => Err(e),
+    }
 }
 
 /// What to tell the user when `git status` fails in `dir`: git's first line, and for git's
