@@ -67,6 +67,33 @@ pub fn carries(pid: u32, words: &[&str]) -> bool {
     words.iter().all(|w| args.contains(&w.as_bytes()))
 }
 
+/// Stops process `pid` while it [`carries`] `words` (a program devcell started in the
+/// background: the egress proxy, a detached `ports` forwarder): `SIGTERM`, then `SIGKILL` if it
+/// still carries them after 2 s. A pid that no longer carries them (exited, or reused by
+/// another program) is never signalled. Returns whether it carried them at first.
+pub async fn stop_carrier(pid: u32, words: &[&str]) -> bool {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    if !carries(pid, words) {
+        return false;
+    }
+    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+    for _ in 0..100 {
+        if !carries(pid, words) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if carries(pid, words) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+    true
+}
+
 /// Removes from `base` each folder named `<prefix><pid>-…` that this user owns and whose
 /// process no longer runs: the private folder of a devcell that was killed before it could
 /// remove it (a Compose working folder, the copies of a granted host command). A link, a file,
@@ -302,7 +329,7 @@ mod tests {
     }
 
     /// A running program carries its arguments; one that did not get a word, an exited (and
-    /// reaped) one and a pid that never ran carry nothing.
+    /// reaped) one and a pid that never ran carry nothing. Only a carrier is stopped.
     #[test]
     fn a_program_carries_its_arguments_while_it_runs() {
         // `read`, a builtin, keeps the shell itself waiting (no `exec` into another program);
@@ -325,8 +352,17 @@ mod tests {
         assert!(carries(pid, &["the-key"]));
         assert!(!carries(pid, &["marker", "another-key"]));
         assert!(!carries(pid, &["the-k"]), "a whole argument, not a prefix");
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        assert!(
+            !rt.block_on(stop_carrier(pid, &["marker", "another-key"])),
+            "a pid that does not carry the words is not signalled"
+        );
+        assert!(carries(pid, &["marker", "the-key"]), "it still runs");
+        assert!(rt.block_on(stop_carrier(pid, &["marker", "the-key"])));
+        assert!(!child.wait().unwrap().success(), "ended by the signal");
         assert!(!carries(pid, &["marker"]), "an exited pid carries nothing");
         assert!(!carries(u32::MAX, &[]), "no such pid");
     }

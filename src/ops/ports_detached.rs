@@ -11,7 +11,6 @@ use std::ffi::OsString;
 use std::io::BufRead as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -217,28 +216,10 @@ pub async fn stop(target: &crate::ops::TargetOptions) -> Result<Vec<u32>> {
     Ok(stop_for_containers(&state, &ids).await)
 }
 
-/// Signals `pid` while it is the forwarder of `key`; `true` when it was running.
+/// Signals `pid` while it is the forwarder of `key` ([`crate::process::stop_carrier`]); `true`
+/// when it was running.
 async fn stop_pid(pid: u32, key: &str) -> bool {
-    let Some(p) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    if !is_forwarder(pid, key) {
-        return false;
-    }
-    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-    for _ in 0..100 {
-        if !is_forwarder(pid, key) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    if is_forwarder(pid, key) {
-        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-    }
-    true
+    crate::process::stop_carrier(pid, &[CHILD_FLAG, key]).await
 }
 
 #[cfg(test)]
