@@ -54,6 +54,79 @@ pub fn deadline_from_env(var: &str, default: Duration) -> Duration {
         .map_or(default, Duration::from_secs)
 }
 
+/// Whether process `pid` still runs with each of `words` among its arguments
+/// (`/proc/<pid>/cmdline`): how devcell tells a program it started in the background (the egress
+/// proxy, a detached `ports` forwarder) from an exited one or a process that reused its pid.
+/// An exited pid has no command line, a zombie (exited, not yet reaped) an empty one: neither
+/// carries anything.
+pub fn carries(pid: u32, words: &[&str]) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    words.iter().all(|w| args.contains(&w.as_bytes()))
+}
+
+/// Stops process `pid` while it [`carries`] `words` (a program devcell started in the
+/// background: the egress proxy, a detached `ports` forwarder): `SIGTERM`, then `SIGKILL` if it
+/// still carries them after 2 s. A pid that no longer carries them (exited, or reused by
+/// another program) is never signalled. Returns whether it carried them at first.
+pub async fn stop_carrier(pid: u32, words: &[&str]) -> bool {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    if !carries(pid, words) {
+        return false;
+    }
+    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+    for _ in 0..100 {
+        if !carries(pid, words) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if carries(pid, words) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+    true
+}
+
+/// Removes from `base` each folder named `<prefix><pid>-…` that this user owns and whose
+/// process no longer runs: the private folder of a devcell that was killed before it could
+/// remove it (a Compose working folder, the copies of a granted host command). A link, a file,
+/// another user's entry, another name and the folder of a process that still runs (this one
+/// included) are never touched. Failures are ignored: the next run tries again.
+pub fn sweep_dead_pid_folders(base: &std::path::Path, prefix: &str) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // `symlink_metadata`: a link is not a directory, whatever it points at
+        let ours = std::fs::symlink_metadata(entry.path())
+            .is_ok_and(|meta| meta.is_dir() && meta.uid() == me);
+        if ours
+            && pid != std::process::id()
+            && !std::path::Path::new("/proc").join(pid.to_string()).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Makes `command` run in its own process group (see the module docs).
 pub fn contain(command: &mut std::process::Command) -> &mut std::process::Command {
     use std::os::unix::process::CommandExt as _;
@@ -254,6 +327,45 @@ pub(crate) mod tests {
             }
             gone
         })
+    }
+
+    /// A running program carries its arguments; one that did not get a word, an exited (and
+    /// reaped) one and a pid that never ran carry nothing. Only a carrier is stopped.
+    #[test]
+    fn a_program_carries_its_arguments_while_it_runs() {
+        // `read`, a builtin, keeps the shell itself waiting (no `exec` into another program);
+        // its first line says it runs (before `exec`, the child carries the test's own words)
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "echo ready; read line", "marker", "the-key"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        assert_eq!(ready, "ready\n");
+        let pid = child.id();
+        assert!(carries(pid, &["marker", "the-key"]));
+        assert!(carries(pid, &["the-key"]));
+        assert!(!carries(pid, &["marker", "another-key"]));
+        assert!(!carries(pid, &["the-k"]), "a whole argument, not a prefix");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        assert!(
+            !rt.block_on(stop_carrier(pid, &["marker", "another-key"])),
+            "a pid that does not carry the words is not signalled"
+        );
+        assert!(carries(pid, &["marker", "the-key"]), "it still runs");
+        assert!(rt.block_on(stop_carrier(pid, &["marker", "the-key"])));
+        assert!(!child.wait().unwrap().success(), "ended by the signal");
+        assert!(!carries(pid, &["marker"]), "an exited pid carries nothing");
+        assert!(!carries(u32::MAX, &[]), "no such pid");
     }
 
     #[tokio::test]

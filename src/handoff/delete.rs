@@ -400,7 +400,7 @@ async fn remove_containers(
             .stop_container(id, Some(std::time::Duration::from_secs(10)))
             .await;
         engine.remove_container(id, true).await?;
-        crate::ops::bring_up::forget_git_baseline(id);
+        crate::ops::workspace_git::forget(id);
         // its egress proxy goes with it (its decision record stays, as the logs do)
         if let Some(state) = crate::ops::state_folder::default_root() {
             crate::ops::egress::stop_for_containers(&state, std::slice::from_ref(id)).await;

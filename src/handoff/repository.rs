@@ -20,130 +20,28 @@
 //!
 //! Git is queried with the `git` CLI (explicit argv, no shell), never writing: `status` runs with
 //! `--no-optional-locks` so a concurrent human `git` on the host is never disturbed.
+//!
+//! The parts live beside this file: `error` (the error type), `git_links` (reading and judging
+//! `.git` and `commondir` links), `git_mounts` (the mounts and read-only overlays), `warnings`
+//! and `host_git` (the host `git` runs).
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod error;
+mod git_links;
+mod git_mounts;
 mod host_git;
+mod warnings;
 
+pub use error::WorkspaceError;
+pub use git_links::judge_git_links;
+use git_links::{canonical, link_target, read_commondir, read_gitdir_link};
+use git_mounts::git_mounts_of;
 use host_git::{GitPin, Status, git, parse_status, status_on_private_git_dir};
-
-/// A failure inspecting a workspace.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkspaceError {
-    /// The workspace root does not exist or cannot be read.
-    #[error("cannot read workspace folder `{}`", path.display())]
-    Root {
-        /// The folder given.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The workspace root is not a directory.
-    #[error("workspace folder `{}` is not a directory", path.display())]
-    NotADirectory {
-        /// The path given.
-        path: PathBuf,
-    },
-    /// A file or folder inside the workspace could not be read.
-    #[error("cannot read `{}`", path.display())]
-    Io {
-        /// The path.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The `git` executable could not be started.
-    #[error("cannot run `git`")]
-    GitUnavailable {
-        /// The cause (usually: not installed).
-        #[source]
-        source: std::io::Error,
-    },
-    /// A `git` command failed.
-    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-    Git {
-        /// The repository folder.
-        dir: PathBuf,
-        /// The arguments, space-separated (for the message only).
-        args: String,
-        /// git's standard error, trimmed.
-        stderr: String,
-    },
-    /// A `.git` file or a `commondir` file could not be understood.
-    #[error("`{}` is not a valid git link: {message}", path.display())]
-    BadGitLink {
-        /// The `.git` or `commondir` file.
-        path: PathBuf,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// `--primary` names no repository of the workspace.
-    #[error("`--primary {name}` is not a repository of the workspace (repositories: {})", available.join(", "))]
-    UnknownPrimary {
-        /// The name given.
-        name: String,
-        /// The repositories found.
-        available: Vec<String>,
-    },
-    /// Several repositories hold a dev container configuration and none was chosen.
-    #[error("several repositories have a `.devcontainer` configuration ({}); choose one with `--primary`", candidates.join(", "))]
-    AmbiguousPrimary {
-        /// The repositories with a configuration.
-        candidates: Vec<String>,
-    },
-}
-
-impl WorkspaceError {
-    /// The envelope error code: `not_found` for a missing root or unknown `--primary`,
-    /// `invalid_argument` for a non-directory root or an ambiguous primary, `internal` otherwise.
-    pub fn code(&self) -> super::envelope::ErrorCode {
-        use super::envelope::ErrorCode;
-        match self {
-            WorkspaceError::Root { .. } | WorkspaceError::UnknownPrimary { .. } => {
-                ErrorCode::NotFound
-            }
-            WorkspaceError::NotADirectory { .. } | WorkspaceError::AmbiguousPrimary { .. } => {
-                ErrorCode::InvalidArgument
-            }
-            _ => ErrorCode::Internal,
-        }
-    }
-
-    /// A hint for the user, when a fix is known.
-    pub fn hint(&self) -> Option<String> {
-        match self {
-            WorkspaceError::GitUnavailable { .. } => {
-                Some("install git and make sure it is on `PATH`".into())
-            }
-            WorkspaceError::UnknownPrimary { available, .. } if !available.is_empty() => {
-                Some(format!("pass one of: {}", available.join(", ")))
-            }
-            WorkspaceError::AmbiguousPrimary { candidates } => {
-                candidates.first().map(|c| format!("e.g. `--primary {c}`"))
-            }
-            WorkspaceError::Root { source, .. }
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                Some("pass the workspace root (the folder holding the repositories or worktrees) to `--workspace-folder`".into())
-            }
-            _ => None,
-        }
-    }
-}
-
-impl crate::ops::error::ProductError for WorkspaceError {
-    fn code(&self) -> super::envelope::ErrorCode {
-        WorkspaceError::code(self)
-    }
-    fn hint(&self) -> Option<String> {
-        WorkspaceError::hint(self)
-    }
-}
+use warnings::{unreadable_warnings, untrusted_warning};
 
 /// How the workspace root is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -666,278 +564,6 @@ fn find_repos(
     Ok((layout, repos))
 }
 
-/// A warning for each repository git could not describe.
-fn unreadable_warnings(repos: &[Repo]) -> Vec<WorkspaceWarning> {
-    repos
-        .iter()
-        .filter_map(|repo| {
-            let error = repo.git_error.as_ref()?;
-            Some(WorkspaceWarning {
-                code: "git_unreadable".into(),
-                message: format!(
-                    "repository `{}`: {error}; its branch, commit and changes are unknown",
-                    repo.name
-                ),
-            })
-        })
-        .collect()
-}
-
-/// The git directories to mount (nested ones pruned) and, with `protect_git_config`, the
-/// read-only overlays of their common `config` files, for every repository whose git
-/// directories are trusted or granted (an untrusted one is neither read nor mounted,
-/// spec-note 0411); alternates and shadowing warnings are added to `warnings`.
-///
-/// Errors: as [`mounts_for`].
-fn git_mounts_of(
-    repos: &[Repo],
-    root: &Path,
-    container_root: &str,
-    options: &InspectOptions,
-    untrusted_git_dirs: &[UntrustedGitDir],
-    warnings: &mut Vec<WorkspaceWarning>,
-) -> Result<(Vec<GitMount>, Vec<GitMount>), WorkspaceError> {
-    let mut git_mounts = Vec::new();
-    let mut protected: Vec<GitMount> = Vec::new();
-    for repo in repos {
-        if untrusted_git_dirs
-            .iter()
-            .any(|w| w.repo == repo.name && !w.granted)
-        {
-            // neither read nor mounted (spec-note 0411)
-            continue;
-        }
-        let (mounts, container_git, container_common) = mounts_for(repo, root, container_root)?;
-        for (host, container_path) in mounts {
-            add_mount(&mut git_mounts, &host, container_path, &repo.name);
-        }
-        if options.protect_git_config {
-            for p in protect_common_dir(repo, &container_git, &container_common, warnings) {
-                if let Some(existing) = protected
-                    .iter_mut()
-                    .find(|e| e.host_path == p.host_path && e.container_path == p.container_path)
-                {
-                    existing.repos.extend(p.repos);
-                } else {
-                    protected.push(p);
-                }
-            }
-        }
-        alternates_warnings(repo, root, warnings);
-    }
-    prune_nested(&mut git_mounts);
-    protected
-        .sort_by(|a, b| (&a.host_path, &a.container_path).cmp(&(&b.host_path, &b.container_path)));
-    shadowing_warnings(&git_mounts, container_root, warnings);
-    Ok((git_mounts, protected))
-}
-
-/// The warning for a git directory a repository's link names outside devcell's trust: trusted
-/// by a grant, or neither read nor mounted (spec-note 0411).
-fn untrusted_warning(w: &UntrustedGitDir) -> WorkspaceWarning {
-    WorkspaceWarning {
-        code: "git_dir_untrusted".into(),
-        message: if w.granted {
-            format!(
-                "repository `{}`: `{}` names the git directory `{}`, {}; trusted because you granted it",
-                w.repo,
-                w.link.display(),
-                w.path.display(),
-                w.reason
-            )
-        } else {
-            format!(
-                "repository `{}`: `{}` names the git directory `{}`, {}: devcell neither runs git there nor mounts it (grant with `--allow gitdir:{}` if it is yours)",
-                w.repo,
-                w.link.display(),
-                w.path.display(),
-                w.reason,
-                w.path.display()
-            )
-        },
-    }
-}
-
-/// A warning for each git mount at or below the workspace's container folder: it hides what
-/// the workspace has there.
-fn shadowing_warnings(
-    git_mounts: &[GitMount],
-    container_root: &str,
-    warnings: &mut Vec<WorkspaceWarning>,
-) {
-    let inside = format!("{}/", container_root.trim_end_matches('/'));
-    for m in git_mounts {
-        if m.container_path == container_root || m.container_path.starts_with(&inside) {
-            warnings.push(WorkspaceWarning {
-                code: "mount_shadows_workspace".into(),
-                message: format!(
-                    "the git directory `{}` must appear at `{}`, inside the workspace mount: it hides what the workspace has there",
-                    m.host_path.display(),
-                    m.container_path
-                ),
-            });
-        }
-    }
-}
-
-/// The read-only overlays protecting a repository's common git directory: its `config` file and
-/// `hooks` folder, which the host's git executes from, its `info/` folder (attributes, excludes)
-/// and an existing `config.worktree`, and the same in each submodule git directory under
-/// `modules/`; for a linked worktree, its own git directory's `commondir` and `gitdir` links
-/// and `config.worktree` (spec-note 0413). Warns when something cannot be protected (no
-/// `hooks` folder to cover, `core.hooksPath` pointing elsewhere, per-worktree configuration
-/// enabled).
-fn protect_common_dir(
-    repo: &Repo,
-    container_git: &str,
-    container_common: &str,
-    warnings: &mut Vec<WorkspaceWarning>,
-) -> Vec<GitMount> {
-    let mut out = Vec::new();
-    if repo.git_dir != repo.common_dir {
-        // the links that make this a worktree of that repository, and its own configuration
-        let container_git = container_git.trim_end_matches('/');
-        for name in ["commondir", "gitdir", "config.worktree"] {
-            let host = repo.git_dir.join(name);
-            if host
-                .symlink_metadata()
-                .is_ok_and(|m| m.file_type().is_file())
-            {
-                out.push(GitMount {
-                    host_path: host,
-                    container_path: format!("{container_git}/{name}"),
-                    repos: vec![repo.name.clone()],
-                });
-            }
-        }
-    }
-    let mut git_dirs = vec![(repo.common_dir.clone(), container_common.to_string())];
-    submodule_git_dirs(
-        &repo.common_dir.join("modules"),
-        &format!("{}/modules", container_common.trim_end_matches('/')),
-        0,
-        &mut git_dirs,
-    );
-    for (host_dir, container_dir) in &git_dirs {
-        let container_dir = container_dir.trim_end_matches('/');
-        let config = host_dir.join("config");
-        let mut files = vec![("config", false), ("hooks", true)];
-        if config_value(repo, &config, "extensions.worktreeConfig").is_some_and(|v| v == "true") {
-            warnings.push(WorkspaceWarning {
-                code: "git_worktree_config".into(),
-                message: format!(
-                    "`{}` enables per-worktree configuration (`extensions.worktreeConfig`): the `config.worktree` files of other worktrees are not protected",
-                    config.display()
-                ),
-            });
-        }
-        for (name, want_dir) in [("info", true), ("config.worktree", false)] {
-            // protected where they exist; git runs nothing from them without configuration
-            if host_dir
-                .join(name)
-                .symlink_metadata()
-                .is_ok_and(|m| m.is_dir() == want_dir && !m.file_type().is_symlink())
-            {
-                files.push((name, want_dir));
-            }
-        }
-        for (name, want_dir) in files {
-            let host = host_dir.join(name);
-            match host.symlink_metadata() {
-                Ok(m) if m.is_dir() == want_dir && !m.file_type().is_symlink() => {
-                    out.push(GitMount {
-                        host_path: host,
-                        container_path: format!("{container_dir}/{name}"),
-                        repos: vec![repo.name.clone()],
-                    })
-                }
-                _ if want_dir => warnings.push(WorkspaceWarning {
-                    code: "git_hooks_unprotected".into(),
-                    message: format!(
-                        "repository `{}` has no `{}` folder to mount read-only: the agent could create hooks there that git on the host would run",
-                        repo.name,
-                        host.display()
-                    ),
-                }),
-                _ => warnings.push(WorkspaceWarning {
-                    code: "git_config_unprotected".into(),
-                    message: format!(
-                        "repository `{}`: `{}` is not a regular file and cannot be mounted read-only",
-                        repo.name,
-                        host.display()
-                    ),
-                }),
-            }
-        }
-        if let Some(hooks_path) = config_value(repo, &config, "core.hooksPath") {
-            warnings.push(WorkspaceWarning {
-                code: "git_hooks_path".into(),
-                message: format!(
-                    "repository `{}` sets `core.hooksPath = {hooks_path}` in `{}`: hooks there are not protected; if it points into the workspace, the agent can change what git on the host runs",
-                    repo.name,
-                    config.display()
-                ),
-            });
-        }
-    }
-    out
-}
-
-/// A value from one git config file, `None` when unset or unreadable.
-fn config_value(repo: &Repo, file: &Path, key: &str) -> Option<String> {
-    if !file.is_file() {
-        return None;
-    }
-    let pin = GitPin {
-        work_tree: &repo.host_path,
-        common_dir: &repo.common_dir,
-    };
-    let value = git(
-        &pin,
-        &["config", "--file", &file.to_string_lossy(), "--get", key],
-        &[],
-    )
-    .ok()?;
-    let value = value.trim();
-    (!value.is_empty()).then(|| value.to_string())
-}
-
-/// Submodule git directories under `modules/` (any depth up to 4; a git directory has `HEAD`
-/// and `config`), with their container paths.
-fn submodule_git_dirs(dir: &Path, container: &str, depth: usize, out: &mut Vec<(PathBuf, String)>) {
-    if depth > 4 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let Ok(file_type) = entry.file_type() else {
-            continue;
-        };
-        if !file_type.is_dir() {
-            continue;
-        }
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let child = format!("{container}/{name}");
-        if path.join("HEAD").is_file() && path.join("config").is_file() {
-            out.push((path.clone(), child.clone()));
-            submodule_git_dirs(
-                &path.join("modules"),
-                &format!("{child}/modules"),
-                depth + 1,
-                out,
-            );
-        } else {
-            // nested submodule paths (`modules/a/b`) without a git dir at this level
-            submodule_git_dirs(&path, &child, depth + 1, out);
-        }
-    }
-}
-
 /// The immediate, non-hidden, non-symlink child folders of `root`, sorted by name.
 fn children(
     root: &Path,
@@ -1032,85 +658,17 @@ fn describe(
     trusted: Option<&[PathBuf]>,
     untrusted: &mut Vec<UntrustedGitDir>,
 ) -> Result<Repo, WorkspaceError> {
-    let dot_git = dir.join(".git");
-    let meta = dot_git
-        .symlink_metadata()
-        .map_err(|source| WorkspaceError::Io {
-            path: dot_git.clone(),
-            source,
-        })?;
-    let (kind, git_dir) = if meta.is_dir() {
-        (RepoKind::Repository, canonical(&dot_git)?)
-    } else if meta.file_type().is_symlink() {
-        // `.git` as a symbolic link to a git directory kept elsewhere
-        let target = std::fs::read_link(&dot_git).map_err(|source| WorkspaceError::Io {
-            path: dot_git.clone(),
-            source,
-        })?;
-        let resolved = link_target(&dot_git, &dir.join(target))?;
-        if !resolved.is_dir() {
-            return Err(WorkspaceError::BadGitLink {
-                path: dot_git,
-                message: "a symbolic link `.git` must point at a git directory".into(),
-            });
-        }
-        (RepoKind::Repository, resolved)
-    } else {
-        let (target, _) = read_gitdir_link(&dot_git)?;
-        let resolved = dir.join(target);
-        (RepoKind::Worktree, link_target(&dot_git, &resolved)?)
-    };
+    let (kind, git_dir) = git_dir_of(dir)?;
     let common_dir = read_commondir(&git_dir)?;
-    let mut refused = Vec::new();
-    for (link, path, reason) in judge_git_links(dir, kind, &git_dir, &common_dir, root) {
-        let granted = trusted.is_none_or(|t| t.iter().any(|t| path.starts_with(t)));
-        if !granted {
-            refused.push(path.clone());
-        }
-        untrusted.push(UntrustedGitDir {
-            repo: name.clone(),
-            link,
-            path,
-            reason,
-            granted,
-        });
-    }
-    let pin = GitPin {
-        work_tree: dir,
-        common_dir: &common_dir,
-    };
-    let status = if refused.is_empty() {
-        // git's ownership check (0322) on the repository as discovered; `rev-parse` runs
-        // nothing the configuration could name beyond the fixed overrides
-        git(&pin, &["rev-parse", "--git-dir"], &[]).and_then(|_| {
-            // `status` reads only the configuration devcell read, once (spec-note 0412)
-            status_on_private_git_dir(dir, &git_dir, &common_dir)
-        })
-    } else {
-        Err(WorkspaceError::Git {
-            dir: dir.to_path_buf(),
-            args: "status".into(),
-            stderr: String::new(),
-        })
-    };
-    // git refusing one repository (ownership, a damaged index) leaves its git state unknown;
-    // the rest of the workspace is still described (spec-note 0322)
-    let (parsed, git_error) = match status {
-        Ok(status) => (parse_status(&status), None),
-        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => (
-            Status::default(),
-            Some(format!(
-                "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
-                refused[0].display(),
-                refused[0].display()
-            )),
-        ),
-        Err(WorkspaceError::Git { stderr, .. }) => (
-            Status::default(),
-            Some(explain_git_failure(&stderr, dir, &git_dir, &common_dir)),
-        ),
-        Err(e) => return Err(e),
-    };
+    let judged = judge_links(dir, &name, kind, &git_dir, &common_dir, root, trusted);
+    // git is not run where a link names a git directory not granted
+    let refused: Vec<PathBuf> = judged
+        .iter()
+        .filter(|u| !u.granted)
+        .map(|u| u.path.clone())
+        .collect();
+    untrusted.extend(judged);
+    let (parsed, git_error) = read_status(dir, &git_dir, &common_dir, &refused)?;
     Ok(Repo {
         name,
         host_path: dir.to_path_buf(),
@@ -1130,69 +688,108 @@ fn describe(
     })
 }
 
-/// The git directories a repository's links name that devcell does not trust on its own, as
-/// `(link file, resolved directory, reason)` (spec-note 0411). Trusted: a `.git` directory
-/// without `commondir`, a link to a git directory inside `root`, and a linked worktree as
-/// `git worktree add` makes it: its git directory is `<C>/worktrees/<name>`, `commondir`
-/// resolves to `<C>`, `<C>` is a git directory (`HEAD`, `objects/`, `refs/`, no `commondir`
-/// of its own), and `<C>/worktrees/<name>/gitdir` points back at this repository's `.git`
-/// (the two-way link git itself maintains and `git worktree repair` restores). A `commondir`
-/// that names anything but `<C>` is never trusted, wherever it points. Pure but for reading
-/// those files.
-pub fn judge_git_links(
+/// What `<dir>/.git` is and the git directory it names (canonical): a directory, a symbolic
+/// link to a git directory kept elsewhere, or a worktree's `gitdir:` file.
+///
+/// Errors: [`WorkspaceError::Io`], [`WorkspaceError::BadGitLink`].
+fn git_dir_of(dir: &Path) -> Result<(RepoKind, PathBuf), WorkspaceError> {
+    let dot_git = dir.join(".git");
+    let meta = dot_git
+        .symlink_metadata()
+        .map_err(|source| WorkspaceError::Io {
+            path: dot_git.clone(),
+            source,
+        })?;
+    if meta.is_dir() {
+        return Ok((RepoKind::Repository, canonical(&dot_git)?));
+    }
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&dot_git).map_err(|source| WorkspaceError::Io {
+            path: dot_git.clone(),
+            source,
+        })?;
+        let resolved = link_target(&dot_git, &dir.join(target))?;
+        if !resolved.is_dir() {
+            return Err(WorkspaceError::BadGitLink {
+                path: dot_git,
+                message: "a symbolic link `.git` must point at a git directory".into(),
+            });
+        }
+        return Ok((RepoKind::Repository, resolved));
+    }
+    let (target, _) = read_gitdir_link(&dot_git)?;
+    let resolved = dir.join(target);
+    Ok((RepoKind::Worktree, link_target(&dot_git, &resolved)?))
+}
+
+/// The git directories repository `name`'s links name that devcell does not trust on its own
+/// ([`judge_git_links`]), each granted when `trusted` (`None`: everything) covers it.
+fn judge_links(
     dir: &Path,
+    name: &str,
     kind: RepoKind,
     git_dir: &Path,
     common_dir: &Path,
     root: &Path,
-) -> Vec<(PathBuf, PathBuf, String)> {
-    let mut out = Vec::new();
-    let commondir_file = git_dir.join("commondir");
-    let has_commondir = commondir_file.is_file();
-    let holder = git_dir
-        .parent()
-        .filter(|p| p.file_name() == Some(OsStr::new("worktrees")))
-        .and_then(Path::parent);
-    let worktree_form = has_commondir && holder == Some(common_dir);
-    if has_commondir && !worktree_form {
-        out.push((
-            commondir_file,
-            common_dir.to_path_buf(),
-            match holder {
-                Some(_) => "which is not the repository holding this worktree's git directory".to_string(),
-                None => "and git writes a `commondir` only in a linked worktree's git directory (`<repository>/worktrees/<name>`)".to_string(),
-            },
-        ));
+    trusted: Option<&[PathBuf]>,
+) -> Vec<UntrustedGitDir> {
+    judge_git_links(dir, kind, git_dir, common_dir, root)
+        .into_iter()
+        .map(|(link, path, reason)| UntrustedGitDir {
+            repo: name.to_string(),
+            granted: trusted.is_none_or(|t| t.iter().any(|t| path.starts_with(t))),
+            link,
+            path,
+            reason,
+        })
+        .collect()
+}
+
+/// The repository's `git status`, or, when git is not run (`refused` is not empty) or refuses
+/// it, an unknown status and the reason for people (spec-note 0322): git refusing one
+/// repository (ownership, a damaged index) leaves the rest of the workspace described.
+///
+/// Errors: [`WorkspaceError::GitUnavailable`] and the failures that are not git's.
+fn read_status(
+    dir: &Path,
+    git_dir: &Path,
+    common_dir: &Path,
+    refused: &[PathBuf],
+) -> Result<(Status, Option<String>), WorkspaceError> {
+    let pin = GitPin {
+        work_tree: dir,
+        common_dir,
+    };
+    let status = if refused.is_empty() {
+        // git's ownership check (0322) on the repository as discovered; `rev-parse` runs
+        // nothing the configuration could name beyond the fixed overrides
+        git(&pin, &["rev-parse", "--git-dir"], &[]).and_then(|_| {
+            // `status` reads only the configuration devcell read, once (spec-note 0412)
+            status_on_private_git_dir(dir, git_dir, common_dir)
+        })
+    } else {
+        Err(WorkspaceError::Git {
+            dir: dir.to_path_buf(),
+            args: "status".into(),
+            stderr: String::new(),
+        })
+    };
+    match status {
+        Ok(status) => Ok((parse_status(&status), None)),
+        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => Ok((
+            Status::default(),
+            Some(format!(
+                "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
+                refused[0].display(),
+                refused[0].display()
+            )),
+        )),
+        Err(WorkspaceError::Git { stderr, .. }) => Ok((
+            Status::default(),
+            Some(explain_git_failure(&stderr, dir, git_dir, common_dir)),
+        )),
+        Err(e) => Err(e),
     }
-    let linked = kind == RepoKind::Worktree
-        || dir
-            .join(".git")
-            .symlink_metadata()
-            .is_ok_and(|m| m.file_type().is_symlink());
-    if linked && !git_dir.starts_with(root) {
-        let is_git_dir = |c: &Path| {
-            c.join("HEAD").is_file()
-                && c.join("objects").is_dir()
-                && c.join("refs").is_dir()
-                && !c.join("commondir").exists()
-        };
-        let back_link = read_small(&git_dir.join("gitdir")).ok().and_then(|text| {
-            let line = text.lines().next()?.trim().to_string();
-            std::fs::canonicalize(git_dir.join(line)).ok()
-        });
-        let this = std::fs::canonicalize(dir.join(".git")).ok();
-        let ok =
-            worktree_form && is_git_dir(common_dir) && back_link.is_some() && back_link == this;
-        if !ok {
-            out.push((
-                dir.join(".git"),
-                git_dir.to_path_buf(),
-                "outside the workspace, and not a worktree of a repository whose `worktrees/<name>/gitdir` points back at this one".to_string(),
-            ));
-        }
-    }
-    out.dedup_by(|a, b| a.1 == b.1);
-    out
 }
 
 /// What to tell the user when `git status` fails in `dir`: git's first line, and for git's
@@ -1225,263 +822,6 @@ fn explain_git_failure(stderr: &str, dir: &Path, git_dir: &Path, common_dir: &Pa
     )
 }
 
-/// Reads a `.git` file: returns the `gitdir:` target as written and whether it is relative.
-fn read_gitdir_link(dot_git: &Path) -> Result<(PathBuf, bool), WorkspaceError> {
-    let text = read_small(dot_git)?;
-    let target = text
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("gitdir:"))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| WorkspaceError::BadGitLink {
-            path: dot_git.to_path_buf(),
-            message: "expected a first line `gitdir: <path>`".into(),
-        })?;
-    let target = PathBuf::from(target);
-    let relative = target.is_relative();
-    Ok((target, relative))
-}
-
-/// The common git dir of `git_dir`: its `commondir` file resolved, or `git_dir` itself.
-fn read_commondir(git_dir: &Path) -> Result<PathBuf, WorkspaceError> {
-    let file = git_dir.join("commondir");
-    if !file.is_file() {
-        return Ok(git_dir.to_path_buf());
-    }
-    let text = read_small(&file)?;
-    let line = text.lines().next().map(str::trim).unwrap_or("");
-    if line.is_empty() {
-        return Err(WorkspaceError::BadGitLink {
-            path: file,
-            message: "the file is empty".into(),
-        });
-    }
-    link_target(&file, &git_dir.join(line))
-}
-
-/// Canonicalises the target of the git link `link`, turning a missing target into a
-/// [`WorkspaceError::BadGitLink`] that says what to do.
-fn link_target(link: &Path, target: &Path) -> Result<PathBuf, WorkspaceError> {
-    match std::fs::canonicalize(target) {
-        Ok(p) => Ok(p),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(WorkspaceError::BadGitLink {
-            path: link.to_path_buf(),
-            message: format!(
-                "it points at `{}`, which does not exist (was the main repository moved or deleted? `git worktree repair` fixes a moved one)",
-                target.display()
-            ),
-        }),
-        Err(source) => Err(WorkspaceError::Io {
-            path: target.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-fn read_small(path: &Path) -> Result<String, WorkspaceError> {
-    // Bounded one byte past the limit (no FIFO or device: the container can write these).
-    let bytes =
-        crate::config::bounded::read(path, 64 * 1024 + 1).map_err(|source| WorkspaceError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if bytes.len() > 64 * 1024 {
-        return Err(WorkspaceError::BadGitLink {
-            path: path.to_path_buf(),
-            message: "the file is larger than 64 KiB".into(),
-        });
-    }
-    String::from_utf8(bytes).map_err(|_| WorkspaceError::BadGitLink {
-        path: path.to_path_buf(),
-        message: "the file is not UTF-8".into(),
-    })
-}
-
-fn canonical(path: &Path) -> Result<PathBuf, WorkspaceError> {
-    std::fs::canonicalize(path).map_err(|source| WorkspaceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// The git directories `repo` needs mounted, with their container paths.
-///
-/// Git inside the container follows the worktree's `.git` link and its `commondir` from the
-/// container's point of view: an absolute link names a host path, a relative one resolves from
-/// the repository's container path. A directory needs a mount unless that container path already
-/// shows it through the workspace mount (`root` at `container_root`). A plain repository whose
-/// `.git` folder is inside the root needs nothing; a worktree of it, linked by absolute path,
-/// needs its git directory at that host path even though it is inside the root. The common
-/// directory (which usually contains the worktree's own git directory under `worktrees/<name>`)
-/// is preferred; the git directory is added on its own only when the common one does not cover
-/// it.
-#[allow(clippy::type_complexity)]
-fn mounts_for(
-    repo: &Repo,
-    root: &Path,
-    container_root: &str,
-) -> Result<(Vec<(PathBuf, String)>, String, String), WorkspaceError> {
-    let mut out = Vec::new();
-    let dot_git = repo.host_path.join(".git");
-    let link = match repo.kind {
-        RepoKind::Worktree => Some(read_gitdir_link(&dot_git)?),
-        RepoKind::Repository => std::fs::read_link(&dot_git).ok().map(|t| {
-            let relative = t.is_relative();
-            (t, relative)
-        }),
-    };
-    let container_git_dir = match link {
-        None => format!("{}/.git", repo.container_path.trim_end_matches('/')),
-        Some((target, relative)) => {
-            if relative {
-                normalize_posix(&format!(
-                    "{}/{}",
-                    repo.container_path,
-                    target.to_string_lossy()
-                ))
-            } else {
-                // as written: git in the container follows the text, not the canonical path
-                normalize_posix(&target.to_string_lossy())
-            }
-        }
-    };
-    let container_common = match read_commondir_raw(&repo.git_dir)? {
-        None => container_git_dir.clone(),
-        Some(c) if Path::new(&c).is_absolute() => normalize_posix(&c),
-        Some(c) => normalize_posix(&format!("{container_git_dir}/{c}")),
-    };
-    let need_git = !shown_by_workspace(&container_git_dir, &repo.git_dir, root, container_root);
-    let need_common =
-        !shown_by_workspace(&container_common, &repo.common_dir, root, container_root);
-    if need_common {
-        out.push((repo.common_dir.clone(), container_common.clone()));
-    }
-    if need_git {
-        let covered = need_common
-            && repo
-                .git_dir
-                .strip_prefix(&repo.common_dir)
-                .is_ok_and(|suffix| {
-                    normalize_posix(&format!("{container_common}/{}", suffix.to_string_lossy()))
-                        == container_git_dir
-                });
-        if !covered {
-            out.push((repo.git_dir.clone(), container_git_dir.clone()));
-        }
-    }
-    Ok((out, container_git_dir, container_common))
-}
-
-/// Whether the container path `container` shows host directory `host` through the workspace
-/// mount (`root` mounted at `container_root`).
-fn shown_by_workspace(container: &str, host: &Path, root: &Path, container_root: &str) -> bool {
-    let base = container_root.trim_end_matches('/');
-    let suffix = if container == base {
-        ""
-    } else if let Some(rest) = container.strip_prefix(&format!("{base}/")) {
-        rest
-    } else if base.is_empty() {
-        container.trim_start_matches('/')
-    } else {
-        return false;
-    };
-    let candidate = if suffix.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(suffix)
-    };
-    std::fs::canonicalize(candidate).is_ok_and(|c| c == host)
-}
-
-/// The raw first line of `<git_dir>/commondir`, `None` when the file is absent.
-fn read_commondir_raw(git_dir: &Path) -> Result<Option<String>, WorkspaceError> {
-    let file = git_dir.join("commondir");
-    if !file.is_file() {
-        return Ok(None);
-    }
-    let text = read_small(&file)?;
-    Ok(text
-        .lines()
-        .next()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string))
-}
-
-fn add_mount(mounts: &mut Vec<GitMount>, host: &Path, container_path: String, repo: &str) {
-    if let Some(m) = mounts
-        .iter_mut()
-        .find(|m| m.host_path == host && m.container_path == container_path)
-    {
-        if !m.repos.iter().any(|r| r == repo) {
-            m.repos.push(repo.to_string());
-        }
-        return;
-    }
-    mounts.push(GitMount {
-        host_path: host.to_path_buf(),
-        container_path,
-        repos: vec![repo.to_string()],
-    });
-}
-
-/// Drops same-path mounts nested in another same-path mount (merging their repos) and sorts.
-fn prune_nested(mounts: &mut Vec<GitMount>) {
-    mounts.sort_by(|a, b| a.host_path.cmp(&b.host_path));
-    let mut kept: Vec<GitMount> = Vec::new();
-    for m in mounts.drain(..) {
-        let same_path = path_string(&m.host_path) == m.container_path;
-        let parent = kept.iter_mut().find(|k| {
-            same_path
-                && path_string(&k.host_path) == k.container_path
-                && m.host_path.starts_with(&k.host_path)
-        });
-        match parent {
-            Some(k) => {
-                for r in m.repos {
-                    if !k.repos.contains(&r) {
-                        k.repos.push(r);
-                    }
-                }
-            }
-            None => kept.push(m),
-        }
-    }
-    *mounts = kept;
-}
-
-fn alternates_warnings(repo: &Repo, root: &Path, warnings: &mut Vec<WorkspaceWarning>) {
-    let objects = repo.common_dir.join("objects");
-    let Ok(text) =
-        crate::config::bounded::read_to_string(&objects.join("info").join("alternates"), 1 << 20)
-    else {
-        return;
-    };
-    for line in text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        let path = objects.join(line);
-        let path = std::fs::canonicalize(&path).unwrap_or(path);
-        if !path.starts_with(root) && !path.starts_with(&repo.common_dir) {
-            warnings.push(WorkspaceWarning {
-                code: "alternates_outside".into(),
-                message: format!(
-                    "repository `{}` borrows objects from `{}` (objects/info/alternates), which is not mounted: git may fail in the container",
-                    repo.name,
-                    path.display()
-                ),
-            });
-        }
-    }
-}
-
-fn path_string(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
-}
-
 /// Lexically normalises a POSIX path: collapses `//`, `.` and `..` (never above `/`), drops a
 /// trailing `/`. Relative input is taken from `/`.
 pub fn normalize_posix(path: &str) -> String {
@@ -1509,22 +849,3 @@ pub fn is_safe_relative(rel: &Path) -> bool {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod hint_tests {
-    use super::WorkspaceError;
-
-    #[test]
-    fn a_missing_workspace_root_has_a_hint() {
-        let missing = WorkspaceError::Root {
-            path: "/nope".into(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        };
-        assert!(missing.hint().unwrap().contains("--workspace-folder"));
-        let denied = WorkspaceError::Root {
-            path: "/nope".into(),
-            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-        };
-        assert!(denied.hint().is_none());
-    }
-}

@@ -320,47 +320,6 @@ async fn bring_up_hooks(
     })
 }
 
-/// The container found for the workspace (`up`) or its primary service (Compose), removed
-/// first under `--remove-existing-container`; none under `--expect-existing-container` is an
-/// error naming the `labels` it was looked up by.
-///
-/// Errors: [`crate::ops::error::OpsError::NoContainer`], the engine's.
-pub(crate) async fn settle_existing(
-    engine: &dyn Engine,
-    existing: Option<ContainerInfo>,
-    opts: &UpOptions,
-    labels: &std::collections::BTreeMap<String, String>,
-    reporter: &dyn Reporter,
-) -> Result<Option<ContainerInfo>> {
-    let mut existing = existing;
-    if let Some(found) = &existing
-        && opts.remove_existing_container
-    {
-        reporter.report(Event::Status(format!(
-            "removing the existing container {}",
-            crate::ops::target::short(&found.id)
-        )));
-        engine.remove_container(&found.id, true).await?;
-        forget_git_baseline(&found.id);
-        existing = None;
-    }
-    if existing.is_none() && opts.expect_existing_container {
-        return Err(crate::ops::error::OpsError::NoContainer {
-            labels: crate::ops::target::join_labels(labels),
-            expected: true,
-        });
-    }
-    Ok(existing)
-}
-
-/// Forgets the workspace git record of a container devcell removed (spec-note 0466): the next
-/// `up` compares only with the records of containers that may still run.
-pub(crate) fn forget_git_baseline(id: &str) {
-    if let Some(state) = crate::ops::state_folder::default_root() {
-        crate::security::git_baseline::forget(&state, id);
-    }
-}
-
 /// `initializeCommand` (`stage`, judged and granted with everything else: `host_requests`)
 /// run on the host, at every `up` before any image work; then the early judgement's warning (a
 /// granted build argument persists in the image history) added to `warnings`. The workspace

@@ -205,15 +205,7 @@ pub async fn build_with(
     .await?;
 
     let image_name_as_string = kind == ConfigKind::Compose && opts.image_names.is_empty();
-    let names = if opts.image_names.is_empty() {
-        vec![default_image_name(&loaded.workspace_folder, kind)]
-    } else {
-        opts.image_names.clone()
-    };
-    for name in &names {
-        reporter.report(Event::Status(format!("tagging {name}")));
-        engine.tag_image(&image.info.id, name).await?;
-    }
+    let names = tag_all(engine, opts, &loaded, &image.info.id, reporter).await?;
     // The lockfile changes only once the image exists (a failed build leaves the workspace as
     // it was), as `up` writes it only once the container exists.
     let features = lock.as_ref().map(|l| l.lockfile().clone());
@@ -232,15 +224,7 @@ pub async fn build_with(
     )?;
     // What the build itself used (host variables, its network), granted, then the container's.
     let permissions: Vec<_> = early.requests.iter().cloned().chain(permissions).collect();
-    for request in permissions
-        .iter()
-        .filter(|r| r.status == security::RequestStatus::Refused)
-    {
-        reporter.report(Event::Status(format!(
-            "note: under the `{}` profile, `up` would refuse {request}",
-            profile.name()
-        )));
-    }
+    note_refusals(&permissions, &profile, reporter);
     let pushed = if opts.push {
         push_all(engine, &names, reporter).await?
     } else {
@@ -259,6 +243,50 @@ pub async fn build_with(
         merged,
         features,
     })
+}
+
+/// Tags image `image_id` with each `--image-name`, or with the configuration's default name
+/// ([`default_image_name`]) when none is given; returns the names.
+///
+/// Errors: [`OpsError::Engine`] when a tag fails.
+async fn tag_all(
+    engine: &dyn Engine,
+    opts: &BuildOptions,
+    loaded: &LoadedConfiguration,
+    image_id: &str,
+    reporter: &dyn Reporter,
+) -> Result<Vec<String>> {
+    let names = if opts.image_names.is_empty() {
+        vec![default_image_name(
+            &loaded.workspace_folder,
+            loaded.typed.kind(),
+        )]
+    } else {
+        opts.image_names.clone()
+    };
+    for name in &names {
+        reporter.report(Event::Status(format!("tagging {name}")));
+        engine.tag_image(image_id, name).await?;
+    }
+    Ok(names)
+}
+
+/// A note on `reporter` for each request `up` would refuse under `profile` (`build` refuses
+/// none of what the container would be given: it makes no container).
+fn note_refusals(
+    permissions: &[PermissionRequest],
+    profile: &security::SecurityProfile,
+    reporter: &dyn Reporter,
+) {
+    for request in permissions
+        .iter()
+        .filter(|r| r.status == security::RequestStatus::Refused)
+    {
+        reporter.report(Event::Status(format!(
+            "note: under the `{}` profile, `up` would refuse {request}",
+            profile.name()
+        )));
+    }
 }
 
 /// Refuses, before anything is built, a configuration with no image to build, `--push`

@@ -22,9 +22,7 @@ use crate::config::metadata;
 use crate::config::model::ConfigKind;
 use crate::diagnostics::Warning;
 use crate::engine::{ContainerInfo, Engine};
-use crate::ops::bring_up::{
-    ContainerAction, UpResult, after_start, initialize_on_host, settle_existing, up_result,
-};
+use crate::ops::bring_up::{ContainerAction, UpResult, after_start, initialize_on_host, up_result};
 use crate::ops::compose::{
     ComposeTarget, claim_project, compose_build_target, find_service_container,
     primary_of_workspace, recorded_files,
@@ -38,6 +36,7 @@ use crate::ops::create::{
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result};
+use crate::ops::existing::settle_existing;
 use crate::ops::hooks::{bring_up_lock, prepare_state_dir_if_needed};
 use crate::ops::image::{
     DevImage, PreparedImage, dev_image_from, neutralise_image_identity_labels,

@@ -171,10 +171,8 @@ fn scan_once_stopped(
     for id in &result.container_ids {
         let moved = crate::ops::workspace_git::after_command(id, &[], reporter);
         result.quarantined_git.extend(moved);
-        if result.removed
-            && let Some(state) = crate::ops::state_folder::default_root()
-        {
-            crate::security::git_baseline::forget(&state, id);
+        if result.removed {
+            crate::ops::workspace_git::forget(id);
         }
     }
 }

@@ -205,13 +205,9 @@ impl ProxyPaths {
     }
 }
 
+/// Whether `pid` is still the proxy of workspace `key` ([`crate::process::carries`]).
 fn is_proxy_process(pid: u32, key: &str) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    // a zombie (exited, not yet reaped) has an empty command line
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    args.contains(&PROXY_SUBCOMMAND.as_bytes()) && args.contains(&key.as_bytes())
+    crate::process::carries(pid, &[PROXY_SUBCOMMAND, key])
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> OpsError + '_ {
@@ -545,21 +541,9 @@ pub async fn serve_proxy(state: &Path, key: &str) -> Result<()> {
     served
 }
 
+/// Stops `pid` while it is the proxy of workspace `key` ([`crate::process::stop_carrier`]).
 async fn stop_pid(pid: u32, key: &str) {
-    let Some(p) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return;
-    };
-    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-    for _ in 0..100 {
-        if !is_proxy_process(pid, key) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    crate::process::stop_carrier(pid, &[PROXY_SUBCOMMAND, key]).await;
 }
 
 /// One workspace's proxy as found in the state folder.

@@ -35,7 +35,7 @@ impl JudgedCopies {
             .recursive(true)
             .mode(0o700)
             .create(&base)?;
-        sweep(&base);
+        crate::process::sweep_dead_pid_folders(&base, PREFIX);
         let dir = tempfile::Builder::new()
             .prefix(&format!("{PREFIX}{}-", std::process::id()))
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
@@ -46,26 +46,6 @@ impl JudgedCopies {
     /// The folder.
     pub(crate) fn path(&self) -> &Path {
         self.dir.path()
-    }
-}
-
-/// Removes each `run-<pid>-…` folder in `base` whose process no longer runs.
-fn sweep(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let pid = name
-            .strip_prefix(PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && pid != std::process::id()
-            && !Path::new("/proc").join(pid.to_string()).exists()
-        {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
     }
 }
 

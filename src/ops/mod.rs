@@ -33,6 +33,7 @@ pub mod error;
 pub mod exec;
 pub mod exec_user;
 pub mod executor;
+pub(crate) mod existing;
 #[cfg(test)]
 mod fake_engine_tests;
 pub mod features_info;

@@ -11,7 +11,6 @@ use std::ffi::OsString;
 use std::io::BufRead as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -165,14 +164,9 @@ pub fn records(state: &Path) -> Vec<DetachedRecord> {
 }
 
 /// Whether `pid` is still the detached forwarder of record `key`: its command line carries
-/// [`CHILD_FLAG`] and `key` (an exited or reused pid is not).
+/// [`CHILD_FLAG`] and `key` ([`crate::process::carries`]; an exited or reused pid does not).
 pub fn is_forwarder(pid: u32, key: &str) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    args.windows(2)
-        .any(|w| w[0] == CHILD_FLAG.as_bytes() && w[1] == key.as_bytes())
+    crate::process::carries(pid, &[CHILD_FLAG, key])
 }
 
 /// Stops the detached forwarders of `container_ids` (SIGTERM, SIGKILL after 2 s) and removes
@@ -222,28 +216,10 @@ pub async fn stop(target: &crate::ops::TargetOptions) -> Result<Vec<u32>> {
     Ok(stop_for_containers(&state, &ids).await)
 }
 
-/// Signals `pid` while it is the forwarder of `key`; `true` when it was running.
+/// Signals `pid` while it is the forwarder of `key` ([`crate::process::stop_carrier`]); `true`
+/// when it was running.
 async fn stop_pid(pid: u32, key: &str) -> bool {
-    let Some(p) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    if !is_forwarder(pid, key) {
-        return false;
-    }
-    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-    for _ in 0..100 {
-        if !is_forwarder(pid, key) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    if is_forwarder(pid, key) {
-        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-    }
-    true
+    crate::process::stop_carrier(pid, &[CHILD_FLAG, key]).await
 }
 
 #[cfg(test)]

@@ -24,9 +24,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::engine::{ContainerInfo, ContainerSpec, Engine};
-use crate::ops::bring_up::{
-    ContainerAction, UpResult, after_start, initialize_on_host, settle_existing, up_result,
-};
+use crate::ops::bring_up::{ContainerAction, UpResult, after_start, initialize_on_host, up_result};
 use crate::ops::container::{
     SpecInputs, configured_container_user, container_spec, host_memory_bytes,
     unmet_host_requirements,
@@ -37,6 +35,7 @@ use crate::ops::create::{
 };
 use crate::ops::entries::existing_entries;
 use crate::ops::error::{OpsError, Result};
+use crate::ops::existing::settle_existing;
 use crate::ops::hooks::{bring_up_lock, prepare_state_dir_if_needed};
 use crate::ops::image::{DevImage, PreparedImage, dev_image, neutralise_image_identity_labels};
 use crate::ops::load::LoadedConfiguration;
@@ -281,7 +280,9 @@ impl JudgedUp {
 /// looks the container up nor judges the configuration again.
 ///
 /// Errors: as [`judge_configuration`]; [`OpsError::Unsupported`] when the lock cannot be
-/// taken; [`OpsError::Engine`] when the containers cannot be listed.
+/// taken; [`OpsError::Engine`] when the containers cannot be listed;
+/// [`crate::ops::quiesce::NotStopped`] when the container `--remove-existing-container`
+/// replaces cannot be confirmed stopped (nothing was judged).
 pub(crate) async fn judge_up(
     engine: &dyn Engine,
     opts: &UpOptions,
@@ -307,11 +308,12 @@ pub(crate) async fn judge_up(
         .as_ref()
         .filter(|_| !opts.remove_existing_container);
     if let Some(old) = existing.as_ref().filter(|_| opts.remove_existing_container) {
-        // stopped before anything is read to judge: a process a hook left running in it would
-        // otherwise change the workspace's files between the judgement and their use (attack O3)
-        engine
-            .stop_container(&old.id, Some(std::time::Duration::ZERO))
-            .await?;
+        // stopped, and confirmed stopped, before anything is read to judge: a process a hook
+        // left running in it would otherwise change the workspace's files between the
+        // judgement and their use (attack O3); the same step as a Compose project's (O4)
+        crate::ops::quiesce::stop_workspace(engine, &old.id)
+            .await
+            .map_err(|why| crate::ops::quiesce::NotStopped { why, task: None })?;
     }
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;

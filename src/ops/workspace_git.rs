@@ -135,6 +135,15 @@ pub(crate) fn before_up(chosen: &UpChoice) -> Result<Vec<Warning>> {
     Ok(warnings)
 }
 
+/// Forgets the workspace git record of a container devcell removed (spec-note 0466): the next
+/// `up` compares only with the records of containers that may still run. Nothing when there is
+/// no state folder or no record.
+pub(crate) fn forget(container_id: &str) {
+    if let Some(state) = crate::ops::state_folder::default_root() {
+        git_baseline::forget(&state, container_id);
+    }
+}
+
 /// The git entries of the workspace when `up` started, to compare with once its hooks ran
 /// ([`after_hooks`], spec-note 0448).
 #[derive(Debug, Clone)]

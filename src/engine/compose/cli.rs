@@ -149,35 +149,11 @@ const PINNED_ENV_FILE: &str = "project.env";
 /// `devcell-compose-<pid>-<random>`.
 const WORKDIR_PREFIX: &str = "devcell-compose-";
 
-/// Removes from `tmp` each private working folder ([`WORKDIR_PREFIX`]) that this user owns and
-/// whose devcell no longer runs (its pid is gone): a devcell killed outright leaves its
-/// folder, which may hold a copy of a project's `.env`. A link or another user's entry is
-/// never touched, nor a folder of a devcell that still runs. Failures are ignored (the next
-/// run tries again).
+/// Removes from `tmp` each private working folder ([`WORKDIR_PREFIX`]) of a devcell that no
+/// longer runs ([`crate::process::sweep_dead_pid_folders`]): a devcell killed outright leaves
+/// its folder, which may hold a copy of a project's `.env`.
 fn sweep_workdirs(tmp: &Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    let me = rustix::process::geteuid().as_raw();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(WORKDIR_PREFIX))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-            continue;
-        };
-        use std::os::unix::fs::MetadataExt as _;
-        let ours = meta.is_dir() && meta.uid() == me;
-        if ours && !Path::new("/proc").join(pid.to_string()).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
+    crate::process::sweep_dead_pid_folders(tmp, WORKDIR_PREFIX);
 }
 
 /// One container of a project, as `docker compose ps --format json` lists it.

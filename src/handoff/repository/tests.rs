@@ -1,3 +1,4 @@
+use super::git_mounts::prune_nested;
 use super::*;
 
 /// The worktree back-link rule of [`judge_git_links`] on files laid out by hand: git's

@@ -1377,29 +1377,37 @@ fn an_agent_rewriting_a_script_named_in_a_nested_shell_string_runs_nothing_on_th
     }
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("repo");
+    let command = initialize_request(&ws, "sh -c \"sh .devcontainer/in''it.sh\"");
+    assert_eq!(command["grant"], "--allow host-command", "{command}");
+    assert!(command.to_string().contains("in''it.sh"), "{command}");
+}
+
+/// The `hostCommand` request a `--plan` handoff names for a repository at `ws` (a folder
+/// below a temporary one) whose `initializeCommand` is `initialize` and whose committed
+/// `.devcontainer/init.sh` is `true`.
+fn initialize_request(ws: &Path, initialize: &str) -> serde_json::Value {
     let config = serde_json::json!({
         "image": hostgit_image(),
         "remoteUser": "nobody",
-        "initializeCommand": "sh -c \"sh .devcontainer/in''it.sh\"",
+        "updateRemoteUserUID": true,
+        "initializeCommand": initialize,
     })
     .to_string();
-    repo_at(&ws, Some(&config));
+    repo_at(ws, Some(&config));
     std::fs::write(ws.join(".devcontainer/init.sh"), "true\n").unwrap();
-    git(&ws, &["add", "-A"]);
-    git(&ws, &["commit", "-q", "-m", "init script"]);
-    give_to_workspace_owner(tmp.path());
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-q", "-m", "init script"]);
+    give_to_workspace_owner(ws.parent().unwrap());
     let asking = Host::new(&["true"], &[]);
-    let plan = asking.handoff(&ws, &["--plan", "--network", "none"], &[]);
+    let plan = asking.handoff(ws, &["--plan", "--network", "none"], &[]);
     let p = envelope(&plan);
-    let command = p["error"]["details"]["permissions"]
+    p["error"]["details"]["permissions"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|r| r["permission"] == "hostCommand")
         .unwrap_or_else(|| panic!("a host command request: {p}"))
-        .clone();
-    assert_eq!(command["grant"], "--allow host-command", "{p}");
-    assert!(command.to_string().contains("in''it.sh"), "{command}");
+        .clone()
 }
 
 /// J7 and L1: `initialize` is granted for good as its refusal names it, the agent rewrites
@@ -1412,32 +1420,14 @@ fn granted_initialize_script_rewritten(test: &str, initialize: &str) {
     let marker = target.marker();
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("repo");
-    let config = serde_json::json!({
-        "image": hostgit_image(),
-        "remoteUser": "nobody",
-        "updateRemoteUserUID": true,
-        "initializeCommand": initialize,
-    })
-    .to_string();
-    repo_at(&ws, Some(&config));
-    std::fs::write(ws.join(".devcontainer/init.sh"), "true\n").unwrap();
-    git(&ws, &["add", "-A"]);
-    git(&ws, &["commit", "-q", "-m", "init script"]);
-    give_to_workspace_owner(tmp.path());
     let none = ["--network", "none"];
 
     // the grant the refusal names covers the script, and says so
-    let asking = Host::new(&["true"], &[]);
-    let plan = asking.handoff(&ws, &["--plan", "--network", "none"], &[]);
-    let p = envelope(&plan);
-    let requests = p["error"]["details"]["permissions"].as_array().cloned();
-    let command = requests
-        .iter()
-        .flatten()
-        .find(|r| r["permission"] == "hostCommand")
-        .unwrap_or_else(|| panic!("a host command request: {p}"))
-        .clone();
-    assert_eq!(command["covers"][0]["path"], ".devcontainer/init.sh", "{p}");
+    let command = initialize_request(&ws, initialize);
+    assert_eq!(
+        command["covers"][0]["path"], ".devcontainer/init.sh",
+        "{command}"
+    );
     let grant = command["grant"]
         .as_str()
         .unwrap()
