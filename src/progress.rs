@@ -64,19 +64,21 @@ impl EventReceiver {
     }
 }
 
+/// A [`Reporter`] that keeps every event, in order, for a test to read.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Collect(pub(crate) std::sync::Mutex<Vec<Event>>);
+
+#[cfg(test)]
+impl Reporter for Collect {
+    fn report(&self, event: Event) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    struct Collect(Mutex<Vec<Event>>);
-
-    impl Reporter for Collect {
-        fn report(&self, event: Event) {
-            self.0.lock().unwrap().push(event);
-        }
-    }
 
     #[tokio::test]
     async fn channel_forwards_every_event_in_order_until_the_sender_is_dropped() {

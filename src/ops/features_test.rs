@@ -410,16 +410,8 @@ impl Drop for LineWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::progress::Collect;
     use tokio::io::AsyncWriteExt;
-
-    #[derive(Default)]
-    struct Collect(Mutex<Vec<Event>>);
-
-    impl Reporter for Collect {
-        fn report(&self, event: Event) {
-            self.0.lock().unwrap().push(event);
-        }
-    }
 
     #[tokio::test]
     async fn output_is_cut_into_lines_and_the_tail_kept() {

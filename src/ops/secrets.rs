@@ -128,7 +128,7 @@ pub fn read_secrets_file(path: &Path) -> Result<IndexMap<String, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use crate::progress::Collect;
 
     fn secrets() -> IndexMap<String, String> {
         IndexMap::from([
@@ -144,14 +144,6 @@ mod tests {
         assert_eq!(mask("nothing here", &secrets()), "nothing here");
         assert!(contains_secret("..abc..", &secrets()));
         assert!(!contains_secret("..ab..", &secrets()));
-    }
-
-    #[derive(Default)]
-    struct Collect(Mutex<Vec<Event>>);
-    impl Reporter for Collect {
-        fn report(&self, event: Event) {
-            self.0.lock().unwrap().push(event);
-        }
     }
 
     #[test]
