@@ -128,6 +128,17 @@ const ROLLOUT_KEYS: &[&str] = &[
     "parallelism",
 ];
 
+/// The keys of a top-level `secrets` and `configs` entry, which Compose reads alike (a file, a
+/// variable or inline content, mounted into the services that name it).
+const FILE_OBJECT_KEYS: &[&str] = &[
+    "content",
+    "environment",
+    "external",
+    "file",
+    "labels",
+    "name",
+];
+
 /// The keys understood below a service key, by path (`*` one map entry or list item of any
 /// name): each is judged elsewhere in this module (or by [`crate::security::gpu`], the sidecar
 /// profile) or asks nothing of the host. A key of an object at one of these paths that is not
@@ -278,28 +289,8 @@ pub const TOP_LEVEL_SUB_KEYS: &[(&str, &[&str])] = &[
         "volumes.*",
         &["driver", "driver_opts", "external", "labels", "name"],
     ),
-    (
-        "secrets.*",
-        &[
-            "content",
-            "environment",
-            "external",
-            "file",
-            "labels",
-            "name",
-        ],
-    ),
-    (
-        "configs.*",
-        &[
-            "content",
-            "environment",
-            "external",
-            "file",
-            "labels",
-            "name",
-        ],
-    ),
+    ("secrets.*", FILE_OBJECT_KEYS),
+    ("configs.*", FILE_OBJECT_KEYS),
 ];
 
 /// Each key below `value` (at key path `path`) that `table` does not understand, as its full
