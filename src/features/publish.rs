@@ -264,23 +264,6 @@ pub fn package_files(features: &[PackagedFeature]) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-/// Pushes one artifact to `repository` under each of `tags` (see
-/// [`crate::oci::artifact::push_artifact`]), naming the repository in the error.
-async fn push_artifact(
-    registry: &Registry,
-    repository: &str,
-    layer: Bytes,
-    manifest: Bytes,
-    tags: &[String],
-) -> Result<String> {
-    crate::oci::artifact::push_artifact(registry, repository, layer, manifest, tags)
-        .await
-        .map_err(|source| PublishError::Registry {
-            reference: repository.to_owned(),
-            source,
-        })
-}
-
 /// Publishes one packaged Feature to `<registry>/<namespace>/<name>` for its id and each
 /// legacy id.
 ///
@@ -320,31 +303,30 @@ pub async fn publish_feature(
     let names = std::iter::once(&feature.id).chain(feature.legacy_ids.iter());
     for (i, name) in names.enumerate() {
         let repository = format!("{target_registry}/{namespace}/{name}");
-        let reference = parse_reference(&format!("{repository}:latest")).map_err(|source| {
-            PublishError::Registry {
-                reference: repository.clone(),
-                source,
-            }
-        })?;
+        // every registry error names the repository
+        let registry_error = |source: OciError| PublishError::Registry {
+            reference: repository.clone(),
+            source,
+        };
+        let reference =
+            parse_reference(&format!("{repository}:latest")).map_err(&registry_error)?;
         let published = registry
             .list_tags_unmirrored(&reference)
             .await
-            .map_err(|source| PublishError::Registry {
-                reference: repository.clone(),
-                source,
-            })?;
+            .map_err(&registry_error)?;
         let Some(tags) = tags_to_publish(version, &published) else {
             tracing::info!(%repository, version = %feature.version, "version already published; skipping");
             continue;
         };
-        let digest = push_artifact(
+        let digest = crate::oci::artifact::push_artifact(
             registry,
             &repository,
             feature.archive.clone(),
             manifest.clone(),
             &tags,
         )
-        .await?;
+        .await
+        .map_err(&registry_error)?;
         if i == 0 {
             outcome.published_tags = Some(tags);
             outcome.digest = Some(digest);

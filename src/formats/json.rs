@@ -31,10 +31,37 @@ pub fn strings(value: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `value` with every object's keys sorted, at every depth (arrays keep their order): the
+/// canonical form of a model that keeps its files' key order, to compare or digest.
+pub fn sorted_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted_keys(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn sorted_keys_sorts_every_object_and_keeps_array_order() {
+        let value = json!({"b": [{"z": 1, "a": 2}, 3, 1], "a": {"y": null, "x": true}});
+        assert_eq!(
+            sorted_keys(&value).to_string(),
+            r#"{"a":{"x":true,"y":null},"b":[{"a":2,"z":1},3,1]}"#
+        );
+    }
 
     #[test]
     fn kinds_name_each_json_type() {

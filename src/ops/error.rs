@@ -235,15 +235,8 @@ pub enum OpsError {
     },
     /// A resource limit (`--pids-limit`, `--memory`, `--cpus`, or `[security]` in devcell's
     /// config) is out of range or malformed.
-    #[error("invalid {what} `{value}`: {expected}")]
-    InvalidLimit {
-        /// Which limit, naming the flag and setting.
-        what: String,
-        /// The value given.
-        value: String,
-        /// What is accepted.
-        expected: String,
-    },
+    #[error(transparent)]
+    InvalidLimit(crate::security::InvalidLimit),
     /// A step after `up` created the container failed (start, inspect): the error as it is,
     /// with the container, left in place for its logs or removal (the reference CLI's
     /// `containerId` in the error result).
@@ -351,15 +344,7 @@ fn lifecycle_message(source: &LifecycleError) -> String {
 impl From<crate::security::ChoiceError> for OpsError {
     fn from(e: crate::security::ChoiceError) -> Self {
         match e {
-            crate::security::ChoiceError::InvalidLimit {
-                what,
-                value,
-                expected,
-            } => OpsError::InvalidLimit {
-                what,
-                value,
-                expected,
-            },
+            crate::security::ChoiceError::InvalidLimit(e) => OpsError::InvalidLimit(e),
             crate::security::ChoiceError::Security(e) => OpsError::Security(e),
         }
     }
@@ -435,7 +420,7 @@ impl OpsError {
             OpsError::Security(_) => ErrorCode::ConfigInvalid,
             OpsError::SecretsFile { .. }
             | OpsError::AdditionalFeatures { .. }
-            | OpsError::InvalidLimit { .. } => ErrorCode::InvalidArgument,
+            | OpsError::InvalidLimit(_) => ErrorCode::InvalidArgument,
             OpsError::Redacted { code, .. } => *code,
             OpsError::Product(e) => e.0.code(),
             OpsError::Audit(_) => ErrorCode::InvalidArgument,
@@ -617,7 +602,7 @@ impl Hint for OpsError {
                 Some("pass a container name or id from `docker ps -a`, or `--workspace-folder`".into())
             }
             OpsError::Publish(_) | OpsError::Runtime { .. } | OpsError::GenerateDocs { .. } => None,
-            OpsError::InvalidLimit { .. } => Some(
+            OpsError::InvalidLimit(_) => Some(
                 "pass e.g. `--pids-limit 512`, `--memory 2g`, `--cpus 1.5` (or set `pids_limit`, `memory`, `cpus` under `[security]` in devcell's config.toml)".into(),
             ),
             OpsError::Redacted { hint, .. } => hint.clone(),

@@ -958,7 +958,7 @@ mod tests {
         assert_eq!(limits(&bytes, &settings).unwrap().memory_bytes, 512 << 20);
         let bad = |opts: SecurityOptions, needle: &str| {
             let err = limits(&opts, &settings).unwrap_err();
-            assert!(matches!(err, OpsError::InvalidLimit { .. }), "{err}");
+            assert!(matches!(err, OpsError::InvalidLimit(_)), "{err}");
             assert_eq!(err.code(), crate::diagnostics::ErrorCode::InvalidArgument);
             assert!(err.to_string().contains(needle), "{err}");
         };

@@ -61,20 +61,25 @@ pub struct Choice {
     pub limits: ProfileLimits,
 }
 
+/// A resource limit (`--pids-limit`, `--memory`, `--cpus` or its `[security]` setting) is
+/// out of range or malformed (the operations' error keeps it as it is).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid {what} `{value}`: {expected}")]
+pub struct InvalidLimit {
+    /// Which limit, naming the flag and setting.
+    pub what: String,
+    /// The value given.
+    pub value: String,
+    /// What is accepted.
+    pub expected: String,
+}
+
 /// A choice that cannot be resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum ChoiceError {
-    /// A resource limit (`--pids-limit`, `--memory`, `--cpus` or its `[security]` setting) is
-    /// out of range or malformed.
-    #[error("invalid {what} `{value}`: {expected}")]
-    InvalidLimit {
-        /// Which limit, naming the flag and setting.
-        what: String,
-        /// The value given.
-        value: String,
-        /// What is accepted.
-        expected: String,
-    },
+    /// A resource limit is out of range or malformed.
+    #[error(transparent)]
+    InvalidLimit(InvalidLimit),
     /// A grant is not known.
     #[error(transparent)]
     Security(#[from] SecurityError),
@@ -228,10 +233,12 @@ pub fn network(
 /// bytes with an optional `k`/`m`/`g`/`t` suffix or is below 6 MiB, or CPUs outside
 /// [`CPUS_RANGE`].
 pub fn limits(flags: &SecurityOptions, settings: &Settings) -> Result<ProfileLimits, ChoiceError> {
-    let invalid = |what: &str, value: String, expected: &str| ChoiceError::InvalidLimit {
-        what: what.to_string(),
-        value,
-        expected: expected.to_string(),
+    let invalid = |what: &str, value: String, expected: &str| {
+        ChoiceError::InvalidLimit(InvalidLimit {
+            what: what.to_string(),
+            value,
+            expected: expected.to_string(),
+        })
     };
     let pids = flags.pids_limit.unwrap_or(settings.security.pids_limit);
     if pids < 1 {
@@ -387,7 +394,7 @@ mod tests {
         };
         assert!(matches!(
             Choice::resolve(&bad, &s, UP_NETWORK),
-            Err(ChoiceError::InvalidLimit { .. })
+            Err(ChoiceError::InvalidLimit(_))
         ));
     }
 

@@ -256,10 +256,6 @@ fn file_paths(
     asked: &mut Vec<(Permission, Source)>,
     pending: &mut Vec<Pending>,
 ) {
-    let source = |key: String| Source::ComposeFile {
-        file: file.to_string(),
-        key,
-    };
     let own_dir = from.path.parent().unwrap_or(Path::new("/")).to_path_buf();
     // an extended file's service paths are its own folder's (compose-go resolves them there)
     let service_dir = if from.extended {
@@ -295,7 +291,7 @@ fn file_paths(
                 &path,
                 places,
                 asked,
-                source(format!("services.{name}.extends.file")),
+                file_source(file, format!("services.{name}.extends.file")),
                 Kind::File,
             );
             pending.push(Pending {
@@ -326,7 +322,7 @@ fn file_paths(
                 } else {
                     format!("services.{name}.{field}")
                 };
-                judge_path(&path, places, asked, source(key), kind);
+                judge_path(&path, places, asked, file_source(file, key), kind);
             }
         }
     }
@@ -350,10 +346,6 @@ fn include_paths(
     asked: &mut Vec<(Permission, Source)>,
     pending: &mut Vec<Pending>,
 ) {
-    let source = |key: String| Source::ComposeFile {
-        file: file.to_string(),
-        key,
-    };
     let (paths, project_directory, env_files) = match entry {
         Value::String(p) => (vec![p.clone()], None, Vec::new()),
         Value::Mapping(_) => (
@@ -384,7 +376,7 @@ fn include_paths(
         Some(d) => {
             let d = absolute(d, &from.working_dir, places);
             let k = key("project_directory", None);
-            judge_path(&d, places, asked, source(k), Kind::File);
+            judge_path(&d, places, asked, file_source(file, k), Kind::File);
             d
         }
         None => local
@@ -395,7 +387,7 @@ fn include_paths(
     };
     for (j, path) in local {
         let k = key("path", (!single("path")).then_some(j));
-        judge_path(&path, places, asked, source(k), Kind::File);
+        judge_path(&path, places, asked, file_source(file, k), Kind::File);
         pending.push(Pending {
             path,
             working_dir: project_dir.clone(),
@@ -408,13 +400,21 @@ fn include_paths(
         }
         let path = absolute(e, &from.working_dir, places);
         let k = key("env_file", (!single("env_file")).then_some(j));
-        judge_path(&path, places, asked, source(k), Kind::File);
+        judge_path(&path, places, asked, file_source(file, k), Kind::File);
     }
     // without `env_file`, compose-go reads the `.env` of the included project's folder
     let dot_env = project_dir.join(".env");
     if env_files.is_empty() && present(&dot_env) {
         let k = format!("include[{i}] (its folder's `.env`)");
-        judge_path(&dot_env, places, asked, source(k), Kind::File);
+        judge_path(&dot_env, places, asked, file_source(file, k), Kind::File);
+    }
+}
+
+/// The source of a request: the key `key` of the Compose file `file` (as shown).
+fn file_source(file: &str, key: String) -> Source {
+    Source::ComposeFile {
+        file: file.to_string(),
+        key,
     }
 }
 

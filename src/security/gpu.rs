@@ -142,22 +142,7 @@ fn is_plain_gpu(entry: &Value, implied: bool) -> bool {
 
 /// `value` as JSON text with every object's keys sorted (the model keeps the files' order).
 fn canonical(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&map[k])))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(value).to_string()
+    crate::formats::json::sorted_keys(value).to_string()
 }
 
 // The grants of these requests are tested with the policy that judges them

@@ -76,12 +76,18 @@ fn cover_command_with(
     home: Option<&Path>,
     path: Option<&std::ffi::OsStr>,
 ) -> HostCommand {
-    let mut covered = judge_texts(command.clone(), argv, cwd, workspace, home, path);
+    let site = Site {
+        cwd,
+        workspace,
+        home,
+        path,
+    };
+    let mut covered = judge_texts(command.clone(), argv, site);
     // What runs is a copy of each pinned file (attack O5): a file the command names in a way
     // the rewrite to its copy cannot reach makes it a one-run grant.
     let (_, roots) = roots_of(workspace);
     let unreachable = copies::unreachable_words(argv, &covered.files, &roots, |rewritten| {
-        judge_texts(command, rewritten, cwd, workspace, home, path).files
+        judge_texts(command, rewritten, site).files
     });
     for reason in unreachable {
         if !covered.uncovered.contains(&reason) {
@@ -91,15 +97,24 @@ fn cover_command_with(
     covered
 }
 
+/// Where [`cover_command_with`] judges a command: the folder it runs in, the workspace, the
+/// host's home and `PATH` (`None`: unknown).
+#[derive(Clone, Copy)]
+struct Site<'a> {
+    cwd: &'a Path,
+    workspace: &'a Path,
+    home: Option<&'a Path>,
+    path: Option<&'a std::ffi::OsStr>,
+}
+
 /// The judgement of [`cover_command_with`] before the rewrite to copies is checked.
-fn judge_texts(
-    command: String,
-    argv: &[String],
-    cwd: &Path,
-    workspace: &Path,
-    home: Option<&Path>,
-    path: Option<&std::ffi::OsStr>,
-) -> HostCommand {
+fn judge_texts(command: String, argv: &[String], site: Site<'_>) -> HostCommand {
+    let Site {
+        cwd,
+        workspace,
+        home,
+        path,
+    } = site;
     let texts: Vec<String> = argv.iter().map(|a| expand_known(a, cwd, home)).collect();
     let words = words_of(texts.iter().map(String::as_str));
     let mut covered = cover(command, &words, &[cwd.to_path_buf()], workspace);
@@ -466,15 +481,53 @@ mod tests {
         std::env::var_os("PATH")
     }
 
+    /// The `sh -c` string `line` judged in the workspace `ws` (its own working folder, no
+    /// known home) with this machine's `PATH`.
+    fn covered(line: &str, ws: &Path) -> HostCommand {
+        cover_command_with(line.into(), &argv(line), ws, ws, None, path().as_deref())
+    }
+
+    /// The workspace paths `c` pins, in its order.
+    fn pinned_paths(c: &HostCommand) -> Vec<&str> {
+        c.files.iter().map(|f| f.path.as_str()).collect()
+    }
+
+    /// `c`, the cover of `line`, is a one-run grant whose request names a word starting
+    /// with `word`.
+    #[track_caller]
+    fn assert_one_run_naming(c: &HostCommand, line: &str, word: &str) {
+        assert!(c.digest().is_none(), "{line}: {c:?}");
+        assert!(
+            c.uncovered.iter().any(|u| u.starts_with(word)),
+            "{line}: {word} not named in {c:?}"
+        );
+    }
+
+    /// A temporary folder holding the workspace `ws` with `files` (path under `ws`, content).
+    fn workspace_of(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        for (file, body) in files {
+            std::fs::create_dir_all(ws.join(file).parent().unwrap()).unwrap();
+            std::fs::write(ws.join(file), body).unwrap();
+        }
+        (dir, ws)
+    }
+
+    /// Writes `body` to `path`, executable by everyone (mode 0755).
+    fn write_executable(path: &Path, body: impl AsRef<[u8]>) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::write(path, body).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     /// The words of a shell string that name workspace files are covered, with their
     /// content's digest; words naming nothing, or something outside, are not.
     #[test]
     fn a_command_covers_the_workspace_files_its_words_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
-        std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
-        std::fs::write(ws.join("cfg.env"), "A=1\n").unwrap();
+        let (dir, ws) =
+            workspace_of(&[(".devcontainer/init.sh", "echo v1\n"), ("cfg.env", "A=1\n")]);
         std::fs::write(dir.path().join("outside.sh"), "x").unwrap();
         let outside = dir.path().join("outside.sh");
         let line = format!(
@@ -482,7 +535,7 @@ mod tests {
             outside.display()
         );
         let c = cover_command(line.clone(), &argv(&line), &ws, &ws);
-        let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+        let paths = pinned_paths(&c);
         assert_eq!(paths, [".devcontainer/init.sh", "cfg.env"], "{c:?}");
         assert!(c.uncovered.is_empty(), "{c:?}");
         assert_eq!(c.files[0].sha256, hex::encode(Sha256::digest(b"echo v1\n")),);
@@ -518,15 +571,11 @@ mod tests {
     /// name, are covered; a program found on `PATH` is not a workspace file.
     #[test]
     fn a_provider_path_into_the_workspace_is_covered() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(ws.join("bin")).unwrap();
-        std::fs::write(ws.join("bin/prov"), "#!/bin/sh\n").unwrap();
-        std::fs::write(ws.join("prov.yaml"), "a: 1\n").unwrap();
+        let (_dir, ws) = workspace_of(&[("bin/prov", "#!/bin/sh\n"), ("prov.yaml", "a: 1\n")]);
         let provider =
             serde_json::json!({"type": "./bin/prov", "options": {"config": "prov.yaml"}});
         let c = cover_provider("p".into(), &provider, &ws);
-        let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+        let paths = pinned_paths(&c);
         assert_eq!(paths, ["bin/prov", "prov.yaml"], "{c:?}");
         let c = cover_provider("p".into(), &serde_json::json!({"type": "awsprov"}), &ws);
         assert!(c.files.is_empty() && c.uncovered.is_empty(), "{c:?}");
@@ -552,13 +601,9 @@ mod tests {
     fn programs_not_known_to_leave_the_project_alone_are_one_run_grants() {
         use std::os::unix::fs::PermissionsExt as _;
         let (dir, ws) = attack_workspace();
-        let cover = |line: &str| {
-            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
-        };
         // npm's real file, called by its own name
         let npm_cli = dir.path().join("npm-cli.js");
-        std::fs::write(&npm_cli, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&npm_cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_executable(&npm_cli, "#!/bin/sh\n");
         let npm_line = format!("{} run -s init", npm_cli.display());
         // a link named like a standard program to a shell
         let links = dir.path().join("links");
@@ -588,19 +633,14 @@ mod tests {
                 "`/var/lib/docker",
             ),
         ] {
-            let c = cover(line);
-            assert!(c.digest().is_none(), "{line}: {c:?}");
-            assert!(
-                c.uncovered.iter().any(|u| u.starts_with(word)),
-                "{line}: {word} not named in {c:?}"
-            );
+            assert_one_run_naming(&covered(line, &ws), line, word);
         }
-        let c = cover(&npm_line);
+        let c = covered(&npm_line, &ws);
         assert!(
             c.uncovered.iter().any(|u| u.contains("npm-cli.js")),
             "{c:?}"
         );
-        let c = cover(&link_line);
+        let c = covered(&link_line, &ws);
         assert!(
             c.uncovered
                 .iter()
@@ -642,13 +682,12 @@ mod tests {
     /// `${PWD}`, `$HOME` and `~` are known when devcell judges: their files are pinned.
     #[test]
     fn a_glob_or_a_variable_naming_a_workspace_path_is_a_one_run_grant() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
+        let (dir, ws) = workspace_of(&[
+            (".devcontainer/init.d/10-setup.sh", "echo v1\n"),
+            (".devcontainer/init.sh", "echo v1\n"),
+        ]);
         let home = dir.path().join("home");
-        std::fs::create_dir_all(ws.join(".devcontainer/init.d")).unwrap();
         std::fs::create_dir_all(&home).unwrap();
-        std::fs::write(ws.join(".devcontainer/init.d/10-setup.sh"), "echo v1\n").unwrap();
-        std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
         std::fs::write(home.join("x.sh"), "echo home\n").unwrap();
         let cover = |line: &str| {
             cover_command_with(
@@ -695,7 +734,7 @@ mod tests {
         ] {
             let c = cover(line);
             assert!(c.uncovered.is_empty(), "{line}: {c:?}");
-            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            let paths = pinned_paths(&c);
             assert_eq!(paths, [".devcontainer/init.sh"], "{line}: {c:?}");
         }
         for line in ["sh ~/x.sh", "sh $HOME/x.sh", "mkdir -p ${HOME}/.tabby"] {
@@ -725,13 +764,7 @@ mod tests {
     /// covers the command text alone.
     #[test]
     fn a_script_named_in_a_nested_shell_string_is_pinned_or_a_one_run_grant() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
-        std::fs::write(ws.join(".devcontainer/init.sh"), "echo v1\n").unwrap();
-        let cover = |line: &str| {
-            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
-        };
+        let (_dir, ws) = workspace_of(&[(".devcontainer/init.sh", "echo v1\n")]);
         for line in [
             r#"sh -c "sh .devcontainer/in''it.sh""#,
             r#"sh -c "sh .devcontainer/in\"\"it.sh""#,
@@ -739,8 +772,8 @@ mod tests {
             r#"eval sh .devcontainer/in\\it.sh"#,
             r#"sh -c 'sh -c "bash -c \"sh .devcontainer/in'"''"'it.sh\""'"#,
         ] {
-            let c = cover(line);
-            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            let c = covered(line, &ws);
+            let paths = pinned_paths(&c);
             assert!(
                 paths == [".devcontainer/init.sh"] || c.digest().is_none(),
                 "{line}: {c:?}"
@@ -754,14 +787,17 @@ mod tests {
             r#"bash -c "sh .devcontainer/ini{t,}.sh""#,
             "bash -c 'sh .devcontainer/{init,x}.sh'",
         ] {
-            let c = cover(line);
+            let c = covered(line, &ws);
             assert!(c.digest().is_none(), "{line}: {c:?}");
         }
         // plain nested commands stay standing grants that pin their script; a `cd` in one
         // does not (M2)
-        let c = cover("bash -c 'cd /tmp && sh \"$PWD/x\"' ; sh -c 'sh .devcontainer/init.sh'");
+        let c = covered(
+            "bash -c 'cd /tmp && sh \"$PWD/x\"' ; sh -c 'sh .devcontainer/init.sh'",
+            &ws,
+        );
         assert!(c.uncovered.iter().any(|u| u.starts_with("`cd`")), "{c:?}");
-        let c = cover("sh -c 'sh .devcontainer/init.sh'");
+        let c = covered("sh -c 'sh .devcontainer/init.sh'", &ws);
         assert!(c.digest().is_some(), "{c:?}");
         assert_eq!(c.files.len(), 1, "{c:?}");
         // a token quoted deeper than devcell reads is expanded when run
@@ -769,16 +805,14 @@ mod tests {
         for _ in 0..=MAX_NESTING + 1 {
             deep = format!("sh -c {}", shlex::try_quote(&deep).unwrap());
         }
-        assert!(cover(&deep).digest().is_none());
+        assert!(covered(&deep, &ws).digest().is_none());
     }
 
     /// A workspace with `.devcontainer/init.sh`, `.devcontainer/init-tool`, `tools/init.py`,
     /// `x.js` and `sub/x.sh`, and a judge of string commands run in it with this machine's
     /// `PATH`.
     fn attack_workspace() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        for (file, body) in [
+        workspace_of(&[
             (".devcontainer/init.sh", "echo v1\n"),
             (".devcontainer/init-tool", "#!/bin/sh\necho v1\n"),
             (".devcontainer/x.js", "1\n"),
@@ -786,11 +820,7 @@ mod tests {
             ("tools/init.py", "print(1)\n"),
             ("tools/__init__.py", "\n"),
             ("sub/x.sh", "echo v1\n"),
-        ] {
-            std::fs::create_dir_all(ws.join(file).parent().unwrap()).unwrap();
-            std::fs::write(ws.join(file), body).unwrap();
-        }
-        (dir, ws)
+        ])
     }
 
     /// Attacks M1 and M2: a command that reaches a workspace file some way its words do not
@@ -801,9 +831,6 @@ mod tests {
     #[test]
     fn a_command_reaching_a_workspace_file_by_another_way_is_a_one_run_grant() {
         let (dir, ws) = attack_workspace();
-        let cover = |line: &str| {
-            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
-        };
         let ws_name = ws.file_name().unwrap().to_str().unwrap().to_string();
         let dotdot = format!("cd .. && sh {ws_name}/.devcontainer/init.sh");
         for (line, word) in [
@@ -844,12 +871,7 @@ mod tests {
             ),
             ("ls --hide=lib:.", "`lib:.`"),
         ] {
-            let c = cover(line);
-            assert!(c.digest().is_none(), "{line}: {c:?}");
-            assert!(
-                c.uncovered.iter().any(|u| u.starts_with(word)),
-                "{line}: {word} not named in {c:?}"
-            );
+            assert_one_run_naming(&covered(line, &ws), line, word);
         }
         // a `PATH` searching a relative folder or the workspace first is not trusted
         let bin = dir.path().join("bin");
@@ -880,9 +902,6 @@ mod tests {
     #[test]
     fn plain_commands_stay_standing_grants_that_pin_their_script() {
         let (dir, ws) = attack_workspace();
-        let cover = |line: &str| {
-            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
-        };
         let outside = dir.path().join("host.sh");
         std::fs::write(&outside, "x").unwrap();
         let abs_outside = format!("sh {} --fast", outside.display());
@@ -916,10 +935,10 @@ mod tests {
             (abs_outside.as_str(), None),
             ("docker pull busybox", None),
         ] {
-            let c = cover(line);
+            let c = covered(line, &ws);
             assert!(c.uncovered.is_empty(), "{line}: {c:?}");
             assert!(c.digest().is_some(), "{line}: {c:?}");
-            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            let paths = pinned_paths(&c);
             match pinned {
                 Some(file) => assert_eq!(paths, [file], "{line}: {c:?}"),
                 None => assert!(paths.is_empty(), "{line}: {c:?}"),
@@ -947,15 +966,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(ws.join("scripts")).unwrap();
-        let write = |file: &str, body: &[u8]| {
-            let path = ws.join(file);
-            std::fs::write(&path, body).unwrap();
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        };
-        let cover = |line: &str| {
-            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
-        };
+        let write = |file: &str, body: &[u8]| write_executable(&ws.join(file), body);
         write("scripts/helper.sh", b"echo helper-ok\n");
         for (body, word) in [
             ("#!/bin/sh\nmkdir -p /tmp/x\n. ./scripts/helper.sh\n", "`.`"),
@@ -968,7 +979,7 @@ mod tests {
             ("sh scripts/init.sh\n", "nested deeper"),
         ] {
             write("scripts/init.sh", body.as_bytes());
-            let c = cover("sh scripts/init.sh");
+            let c = covered("sh scripts/init.sh", &ws);
             assert!(c.digest().is_none(), "{body}: {c:?}");
             assert!(
                 c.uncovered.iter().any(|u| u.contains(word)),
@@ -980,14 +991,14 @@ mod tests {
             "scripts/init.sh",
             b"#!/bin/sh\nset -eu\n# the helper\nsh scripts/helper.sh\n",
         );
-        let c = cover("sh scripts/init.sh");
-        let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+        let c = covered("sh scripts/init.sh", &ws);
+        let paths = pinned_paths(&c);
         assert_eq!(paths, ["scripts/helper.sh", "scripts/init.sh"], "{c:?}");
         let granted = c.digest().expect("a standing grant");
         write("scripts/helper.sh", b"id > /tmp/PWNED\n");
-        assert_ne!(cover("sh scripts/init.sh").digest(), Some(granted));
+        assert_ne!(covered("sh scripts/init.sh", &ws).digest(), Some(granted));
         write("scripts/helper.sh", b". ./scripts/other.sh\n");
-        assert!(cover("sh scripts/init.sh").digest().is_none());
+        assert!(covered("sh scripts/init.sh", &ws).digest().is_none());
         // interpreters devcell does not read, and program files it does not read
         write("scripts/x.pl", b"use lib 'lib'; require 'helper.pl';\n");
         write(
@@ -1002,7 +1013,7 @@ mod tests {
             "./scripts/binary",
             "./scripts/env-perl",
         ] {
-            let c = cover(line);
+            let c = covered(line, &ws);
             assert!(c.digest().is_none(), "{line}: {c:?}");
         }
     }
@@ -1021,10 +1032,7 @@ mod tests {
             ("scripts/tool", "#!/usr/bin/env bash\n"),
             ("scripts/plain", ""),
         ] {
-            std::fs::write(ws.join(file), format!("{first}{body}")).unwrap();
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(ws.join(file), std::fs::Permissions::from_mode(0o755))
-                .unwrap();
+            write_executable(&ws.join(file), format!("{first}{body}"));
         }
         for (line, pinned) in [
             ("sh scripts/init.sh", "scripts/init.sh"),
@@ -1033,9 +1041,9 @@ mod tests {
             ("./scripts/tool --fast", "scripts/tool"),
             ("./scripts/plain", "scripts/plain"),
         ] {
-            let c = cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref());
+            let c = covered(line, &ws);
             assert!(c.uncovered.is_empty(), "{line}: {c:?}");
-            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            let paths = pinned_paths(&c);
             assert_eq!(paths, [pinned], "{line}: {c:?}");
             assert!(c.digest().is_some(), "{line}: {c:?}");
         }

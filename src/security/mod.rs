@@ -42,7 +42,7 @@ pub mod reuse;
 pub mod volumes;
 
 pub use baseline::BaselineGap;
-pub use choice::{Choice, ChoiceError, SecurityOptions};
+pub use choice::{Choice, ChoiceError, InvalidLimit, SecurityOptions};
 pub use egress_requests::egress_requests;
 pub use error::{PolicyError, Result, SecurityError};
 pub use origins::origins_from_metadata;

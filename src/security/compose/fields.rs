@@ -134,22 +134,8 @@ pub(super) fn number(v: &Value) -> Option<f64> {
     }
 }
 
-/// `value` with every object's keys sorted (the model keeps the files' order).
-pub(super) fn canonical(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
-}
+// `value` with every object's keys sorted (the model keeps the files' order).
+pub(super) use crate::formats::json::sorted_keys as canonical;
 
 /// The seconds of a duration in Compose's resolved model, which writes every duration as Go
 /// prints one (`1000h0m0s`, `1m30s`, `500ms`, `1.5s`): numbers each followed by a unit (`h`,

@@ -117,6 +117,28 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "configs", "include", "models", "name", "networks", "secrets", "services", "version", "volumes",
 ];
 
+/// The keys of `deploy.update_config` and `deploy.rollback_config`, which the Compose
+/// specification defines alike (how replicas are replaced): none asks anything of the host.
+const ROLLOUT_KEYS: &[&str] = &[
+    "delay",
+    "failure_action",
+    "max_failure_ratio",
+    "monitor",
+    "order",
+    "parallelism",
+];
+
+/// The keys of a top-level `secrets` and `configs` entry, which Compose reads alike (a file, a
+/// variable or inline content, mounted into the services that name it).
+const FILE_OBJECT_KEYS: &[&str] = &[
+    "content",
+    "environment",
+    "external",
+    "file",
+    "labels",
+    "name",
+];
+
 /// The keys understood below a service key, by path (`*` one map entry or list item of any
 /// name): each is judged elsewhere in this module (or by [`crate::security::gpu`], the sidecar
 /// profile) or asks nothing of the host. A key of an object at one of these paths that is not
@@ -179,28 +201,8 @@ pub const SERVICE_SUB_KEYS: &[(&str, &[&str])] = &[
         "deploy.placement",
         &["constraints", "max_replicas_per_node", "preferences"],
     ),
-    (
-        "deploy.update_config",
-        &[
-            "delay",
-            "failure_action",
-            "max_failure_ratio",
-            "monitor",
-            "order",
-            "parallelism",
-        ],
-    ),
-    (
-        "deploy.rollback_config",
-        &[
-            "delay",
-            "failure_action",
-            "max_failure_ratio",
-            "monitor",
-            "order",
-            "parallelism",
-        ],
-    ),
+    ("deploy.update_config", ROLLOUT_KEYS),
+    ("deploy.rollback_config", ROLLOUT_KEYS),
     // `develop` acts only under `compose watch`, which devcell never runs
     ("develop", &["watch"]),
     (
@@ -287,28 +289,8 @@ pub const TOP_LEVEL_SUB_KEYS: &[(&str, &[&str])] = &[
         "volumes.*",
         &["driver", "driver_opts", "external", "labels", "name"],
     ),
-    (
-        "secrets.*",
-        &[
-            "content",
-            "environment",
-            "external",
-            "file",
-            "labels",
-            "name",
-        ],
-    ),
-    (
-        "configs.*",
-        &[
-            "content",
-            "environment",
-            "external",
-            "file",
-            "labels",
-            "name",
-        ],
-    ),
+    ("secrets.*", FILE_OBJECT_KEYS),
+    ("configs.*", FILE_OBJECT_KEYS),
 ];
 
 /// Each key below `value` (at key path `path`) that `table` does not understand, as its full

@@ -125,11 +125,8 @@ fn remote_build_contexts_are_requests() {
             "img": "docker-image://alpine", "web": "https://git.example.test/o/s.git",
             "lay": "oci-layout:///srv/layout", "own": "oci-layout:///w/repo/l"}}}
     }));
-    let got = refused(&m, &Grants::default());
-    let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
-    flags.sort();
     assert_eq!(
-        flags,
+        refused_lines(&m),
         [
             "--allow build-context:git.example.test/o/r <- Compose service `c` (`build.context`)",
             "--allow build-context:git@git.example.test:o/r.git <- Compose service `b` (`build.context`)",
@@ -170,11 +167,8 @@ fn tags_a_compose_build_gives_its_image_are_requests() {
         "plain": {"image": "postgres:16"},
         "untagged": {"build": {"context": "/w/repo"}}
     }));
-    let got = refused(&m, &Grants::default());
-    let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
-    flags.sort();
     assert_eq!(
-        flags,
+        refused_lines(&m),
         [
             "--allow image-tag:p-app:v2 <- Compose service `app` (`build`)",
             "--allow image-tag:postgres:16 <- Compose service `app` (`build`)",
@@ -188,14 +182,7 @@ fn tags_a_compose_build_gives_its_image_are_requests() {
     ])
     .unwrap();
     assert!(judge_compose(&hardened(), &m, "app", &places(), &grants).is_ok());
-    let reference = judge_compose(
-        &SecurityProfile::Reference,
-        &m,
-        "app",
-        &places(),
-        &Grants::default(),
-    )
-    .unwrap();
+    let reference = judged_reference(&m);
     assert!(
         reference
             .requests
@@ -241,13 +228,7 @@ fn a_base_image_with_onbuild_triggers_is_a_request() {
         ["127.0.0.1:5000/attack/onbuild:2"]
     );
 
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("Dockerfile"),
-        "FROM 127.0.0.1:5000/attack/onbuild:2\n",
-    )
-    .unwrap();
-    let context = tmp.path().to_str().unwrap();
+    let (_tmp, context) = build_context("FROM 127.0.0.1:5000/attack/onbuild:2\n");
     let m = model(json!({
         "app": {"build": {"context": context, "args": {"WS": "oa"}}},
         "side": {"build": {"context": context, "dockerfile_inline": "FROM scratch\n"}},
@@ -317,13 +298,7 @@ fn a_base_image_with_onbuild_triggers_is_a_request() {
 /// Dockerfile's `RUN` flags (inline or in the context) the same.
 #[test]
 fn build_entitlements_are_requests() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("Dockerfile"),
-        "FROM a\nRUN --security=insecure true\n",
-    )
-    .unwrap();
-    let ctx = dir.path().to_string_lossy().into_owned();
+    let (_dir, ctx) = build_context("FROM a\nRUN --security=insecure true\n");
     let m = model(json!({
         "app": {"image": "a"},
         "web": {"build": {"context": "/w/repo",
@@ -334,12 +309,10 @@ fn build_entitlements_are_requests() {
             "dockerfile_inline": "FROM a\nRUN echo --network=host\n"}}
     }));
     let mount = format!("--allow mount:{ctx}");
-    let mut got: Vec<(String, String)> = refused(&m, &Grants::default())
+    let got: Vec<(String, String)> = refused_sorted(&m)
         .into_iter()
-        .filter(|(flag, _, _)| *flag != mount)
-        .map(|(flag, source, _)| (flag, source))
+        .filter(|(flag, _)| *flag != mount)
         .collect();
-    got.sort();
     let want = [
         (
             "--allow network:host",
@@ -382,14 +355,7 @@ fn build_entitlements_are_requests() {
         ],
     );
     // `reference` asks nothing of them
-    judge_compose(
-        &SecurityProfile::Reference,
-        &m,
-        "app",
-        &places(),
-        &Grants::default(),
-    )
-    .unwrap();
+    judged_reference(&m);
 }
 
 /// Attack 23, N9: a Compose configuration contributed nothing to the registry judgement, so
@@ -399,13 +365,9 @@ fn build_entitlements_are_requests() {
 /// pulls none, `pull_policy: always` and `build.pull` pull even a present one.
 #[test]
 fn every_image_a_project_pulls_is_listed() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("Dockerfile"),
+    let (tmp, context) = build_context(
         "ARG REG=127.0.0.1:18424\nFROM ${REG}/exfil/base:1\nCOPY --from=from.example.test/f:2 / /\n",
-    )
-    .unwrap();
-    let context = tmp.path().to_str().unwrap();
+    );
     let m = model(json!({
         "app": {"image": "devcell-test/busybox:1"},
         "side": {"image": "127.0.0.1:18424/exfil/x:SECRET", "pull_policy": "always"},

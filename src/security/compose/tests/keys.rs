@@ -111,11 +111,8 @@ fn secrets_networks_labels_and_builds() {
     m["secrets"] = json!({"s": {"file": "/etc/shadow"}, "t": {"environment": "AWS_SECRET"}});
     m["networks"] =
         json!({"ext": {"name": "othernet", "external": true}, "default": {"name": "p_default"}});
-    let got = refused(&m, &Grants::default());
-    let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
-    flags.sort();
     assert_eq!(
-        flags,
+        refused_lines(&m),
         [
             "--allow env:AWS_SECRET <- Compose service `db` (`secrets`)",
             "--allow image-tag:a <- Compose service `app` (`build`)",
@@ -136,14 +133,7 @@ fn reference_allows_everything_and_adds_nothing() {
         "db": {"image": "d", "privileged": true, "volumes": [
             {"type": "bind", "source": "/var/run/docker.sock", "target": "/s"}]}
     }));
-    let j = judge_compose(
-        &SecurityProfile::Reference,
-        &m,
-        "app",
-        &places(),
-        &Grants::default(),
-    )
-    .unwrap();
+    let j = judged_reference(&m);
     assert_eq!(j.requests.len(), 2);
     assert!(
         j.requests
@@ -209,11 +199,7 @@ fn an_unknown_service_key_is_a_request() {
         "db": {"image": "d", "storage_opt": {"size": "1G"}, "blkio_config": {"weight": 300},
                "some_future_key": true, "healthcheck": {"test": ["CMD", "true"]}}
     }));
-    let mut got: Vec<(String, String)> = refused(&m, &Grants::default())
-        .into_iter()
-        .map(|(flag, source, _)| (flag, source))
-        .collect();
-    got.sort();
+    let got = refused_sorted(&m);
     let want = [
         (
             "--allow runtime-option:bind_propagation=app:rshared",
@@ -239,14 +225,7 @@ fn an_unknown_service_key_is_a_request() {
     assert_eq!(got, want.map(|(f, s)| (f.to_string(), s.to_string())));
     let flags: Vec<&str> = want.iter().map(|(f, _)| *f).collect();
     judged_with_flags(&m, &flags);
-    judge_compose(
-        &SecurityProfile::Reference,
-        &m,
-        "app",
-        &places(),
-        &Grants::default(),
-    )
-    .unwrap();
+    judged_reference(&m);
     // the top level of a file, as read before Compose resolves it
     let doc = json!({"version": "3", "name": "p", "services": {}, "volumes": {}, "x-a": 1,
                      "secrets": {}, "configs": {}, "networks": {}, "include": [],
@@ -358,11 +337,7 @@ fn an_unknown_sub_key_of_an_understood_key_is_a_request() {
                             {"type": "volume", "source": "v", "target": "/v",
                              "volume": {"subpath": "a"}}]}
     }));
-    let mut got: Vec<(String, String)> = refused(&m, &Grants::default())
-        .into_iter()
-        .map(|(flag, source, _)| (flag, source))
-        .collect();
-    got.sort();
+    let got = refused_sorted(&m);
     let want = [
         "build.isolation",
         "build.ulimits",
@@ -386,14 +361,7 @@ fn an_unknown_sub_key_of_an_understood_key_is_a_request() {
     assert_eq!(got, want);
     let flags: Vec<&str> = want.iter().map(|(f, _)| f.as_str()).collect();
     judged_with_flags(&m, &flags);
-    judge_compose(
-        &SecurityProfile::Reference,
-        &m,
-        "app",
-        &places(),
-        &Grants::default(),
-    )
-    .unwrap();
+    judged_reference(&m);
     // the top level of a file: networks, volumes, secrets and configs by their own lists
     let doc = json!({
         "services": {"app": {"image": "a", "future": 1}},

@@ -70,3 +70,43 @@ fn real_places(ws: &Path) -> Places {
         ..places()
     }
 }
+
+/// `m` judged under `reference` without grants; it passes.
+fn judged_reference(m: &Value) -> ComposeJudgement {
+    judge_compose(
+        &SecurityProfile::Reference,
+        m,
+        "app",
+        &places(),
+        &Grants::default(),
+    )
+    .unwrap()
+}
+
+/// The requests `hardened` refuses in `m` without grants, as `(flag, source)`, sorted.
+fn refused_sorted(m: &Value) -> Vec<(String, String)> {
+    let mut got: Vec<(String, String)> = refused(m, &Grants::default())
+        .into_iter()
+        .map(|(flag, source, _)| (flag, source))
+        .collect();
+    got.sort();
+    got
+}
+
+/// The requests `hardened` refuses in `m` without grants, as `flag <- source` lines, sorted.
+fn refused_lines(m: &Value) -> Vec<String> {
+    let mut lines: Vec<String> = refused(m, &Grants::default())
+        .iter()
+        .map(|(f, s, _)| format!("{f} <- {s}"))
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// A build context: a temporary folder holding a `Dockerfile` of `text`, and its path.
+fn build_context(dockerfile: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Dockerfile"), dockerfile).unwrap();
+    let path = dir.path().to_string_lossy().into_owned();
+    (dir, path)
+}

@@ -2,18 +2,27 @@
 
 use super::*;
 
+/// The `reach_requests` of every service of `m` under `routes`, as `flag <- source` lines,
+/// sorted.
+fn reach_lines(m: &Value, routes: &[(u32, u32)]) -> Vec<String> {
+    let mut asked = Vec::new();
+    for (name, service) in services_of(m) {
+        reach_requests(m, name, service, routes, &mut asked);
+    }
+    let mut got: Vec<String> = asked
+        .iter()
+        .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
+        .collect();
+    got.sort();
+    got
+}
+
 /// Each resource that reaches past the project is a `runtime-option` request naming the
 /// service and property, granted by its flag; a plain bridge network with a free subnet,
 /// one replica and an ordinary image are none.
 #[test]
 fn resources_reaching_past_the_project_are_requests() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("Dockerfile"),
-        "FROM a\nRUN --mount=type=cache,target=/root/.cache true\n",
-    )
-    .unwrap();
-    let ctx = dir.path().to_string_lossy().into_owned();
+    let (_dir, ctx) = build_context("FROM a\nRUN --mount=type=cache,target=/root/.cache true\n");
     let mut m = model(json!({
         "app": {"image": "a", "networks": {"lan": {}, "ok": {}, "near": {}}},
         "db": {"image": "vsc-otherrepo-0123", "scale": 3, "oom_kill_disable": true,
@@ -39,15 +48,7 @@ fn resources_reaching_past_the_project_are_requests() {
         "the default route is left out"
     );
     assert!(overlaps_a_route("fd00::/64", &routes));
-    let mut asked = Vec::new();
-    for (name, service) in services_of(&m) {
-        reach_requests(&m, name, service, &routes, &mut asked);
-    }
-    let mut got: Vec<String> = asked
-        .iter()
-        .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
-        .collect();
-    got.sort();
+    let got = reach_lines(&m, &routes);
     assert_eq!(
         got,
         [
@@ -125,15 +126,7 @@ fn group_add_and_logging_are_requests() {
                    "log_opt": {"gelf-address": "udp://127.0.0.1:12201"}},
         "quiet": {"image": "q", "logging": {"driver": "none"}}
     }));
-    let mut asked = Vec::new();
-    for (name, service) in services_of(&m) {
-        reach_requests(&m, name, service, &[], &mut asked);
-    }
-    let mut got: Vec<String> = asked
-        .iter()
-        .map(|(p, s)| format!("{} <- {s}", p.grant_flag().unwrap()))
-        .collect();
-    got.sort();
+    let got = reach_lines(&m, &[]);
     assert_eq!(
         got,
         [

@@ -189,14 +189,7 @@ fn every_sidecar_runs_as_the_workspace_user_without_file_capabilities() {
             .count(),
         1
     );
-    let reference = judge_compose(
-        &SecurityProfile::Reference,
-        &m,
-        "app",
-        &places(),
-        &Grants::default(),
-    )
-    .unwrap();
+    let reference = judged_reference(&m);
     assert!(reference.sidecars.is_empty());
 }
 
@@ -315,14 +308,7 @@ fn sidecars_that_write_host_paths_lose_root_and_file_capabilities() {
         )
     );
     // `reference` adds nothing
-    let reference = judge_compose(
-        &SecurityProfile::Reference,
-        &m,
-        "app",
-        &places(),
-        &Grants::default(),
-    )
-    .unwrap();
+    let reference = judged_reference(&m);
     assert!(reference.sidecars.is_empty());
 }
 
@@ -424,11 +410,8 @@ fn ulimits_beyond_the_cpu_limit_are_requests() {
         "db": {"image": "d", "ulimits": {"nice": {"soft": 0, "hard": 40}, "rtprio": 0,
                "core": -1}}
     }));
-    let got = refused(&m, &Grants::default());
-    let mut flags: Vec<String> = got.iter().map(|(f, s, _)| format!("{f} <- {s}")).collect();
-    flags.sort();
     assert_eq!(
-        flags,
+        refused_lines(&m),
         [
             "--allow runtime-option:ulimit.nice=40 <- Compose service `db` (`ulimits`)",
             "--allow runtime-option:ulimit.rtprio=99 <- Compose service `app` (`ulimits`)",
