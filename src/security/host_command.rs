@@ -975,19 +975,32 @@ mod tests {
                 "{body}: {word} not named in {c:?}"
             );
         }
-        // a script reaching the helper by name pins it too: rewriting it changes the grant
-        write(
-            "scripts/init.sh",
-            b"#!/bin/sh\nset -eu\n# the helper\nsh scripts/helper.sh\n",
-        );
-        let c = cover("sh scripts/init.sh");
-        let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
-        assert_eq!(paths, ["scripts/helper.sh", "scripts/init.sh"], "{c:?}");
-        let granted = c.digest().expect("a standing grant");
-        write("scripts/helper.sh", b"id > /tmp/PWNED\n");
-        assert_ne!(cover("sh scripts/init.sh").digest(), Some(granted));
-        write("scripts/helper.sh", b". ./scripts/other.sh\n");
-        assert!(cover("sh scripts/init.sh").digest().is_none());
+        // a script reaching a workspace file by name (to run it, read it or feed it in) opens
+        // the workspace's file, not devcell's copy, which a running container can swap between
+        // the judgement and the run (attack 25, P1): the file is named and pinned, and the
+        // command is a one-run grant
+        for body in [
+            "#!/bin/sh\nset -eu\n# the helper\nsh scripts/helper.sh\n",
+            "cat scripts/helper.sh\n",
+            "sh -c 'sh scripts/helper.sh'\n",
+            "grep x < scripts/helper.sh\n",
+        ] {
+            write("scripts/init.sh", body.as_bytes());
+            let c = cover("sh scripts/init.sh");
+            let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(
+                paths,
+                ["scripts/helper.sh", "scripts/init.sh"],
+                "{body}: {c:?}"
+            );
+            assert!(c.digest().is_none(), "{body}: {c:?}");
+            assert!(
+                c.uncovered
+                    .iter()
+                    .any(|u| u.contains("runs or reads `scripts/helper.sh` from the workspace")),
+                "{body}: {c:?}"
+            );
+        }
         // interpreters devcell does not read, and program files it does not read
         write("scripts/x.pl", b"use lib 'lib'; require 'helper.pl';\n");
         write(

@@ -339,6 +339,14 @@ impl Judged {
         self.reasons.insert(format!("`{shown}` ({why})"));
     }
 
+    /// Adds what `inner` judged (a script's text) to this judgement.
+    fn absorb(&mut self, inner: Judged) {
+        self.files.extend(inner.files);
+        self.reasons.extend(inner.reasons);
+        self.written.extend(inner.written);
+        self.run.extend(inner.run);
+    }
+
     /// The judgement done: a pinned file one step may write and another runs is a one-run
     /// grant. The judge pins the file's text as it is on disk, but what runs is the text the
     /// earlier step wrote (`printf '. ./x.sh' > env.sh; sh env.sh`, `cp a b; sh b`: attack 25,
@@ -1103,7 +1111,27 @@ fn script_text(word: &str, file: &CoveredFile, place: &Place<'_>, depth: usize, 
         Ok(text) if !text.contains('\0') => text,
         _ => return out.refuse(word, "a script that is not text devcell reads"),
     };
-    shell(text, place, depth + 1, out);
+    let mut inner = Judged::default();
+    shell(text, place, depth + 1, &mut inner);
+    // What runs is devcell's copy of this script (spec-note 0477), but the copy's own words
+    // still open the workspace files they name, which a running container can swap between
+    // the judgement and the run (attack 25, P1): such a script is granted for one run only.
+    let reached: Vec<String> = inner
+        .files
+        .iter()
+        .map(|f| format!("`{}`", f.path))
+        .collect();
+    if !reached.is_empty() {
+        out.refuse(
+            word,
+            &format!(
+                "a script that runs or reads {} from the workspace, not from devcell's copy: \
+                 a running container can change it between the judgement and the run",
+                reached.join(", ")
+            ),
+        );
+    }
+    out.absorb(inner);
 }
 
 /// Judges a pinned workspace file run as a program (`./tools/init`): the kernel runs it by its
