@@ -118,12 +118,6 @@ fn a_granted_scripts_helper_swapped_after_the_judgement_never_runs() {
         .and_then(|r| r.iter().find(|r| r["permission"] == "hostCommand"))
         .cloned()
         .unwrap_or_else(|| panic!("{p}"));
-    assert!(
-        request["uncovered"]
-            .to_string()
-            .contains("runs or reads `scripts/helper.sh` from the workspace"),
-        "{request}"
-    );
     let grant = request["grant"]
         .as_str()
         .unwrap_or_default()
@@ -136,9 +130,18 @@ fn a_granted_scripts_helper_swapped_after_the_judgement_never_runs() {
         String::from_utf8_lossy(&up.stdout),
         String::from_utf8_lossy(&up.stderr)
     );
-    assert_ne!(up.status.code(), Some(0), "{text}");
+    assert!(
+        !marker.exists(),
+        "the swapped helper ran on the host: {text}"
+    );
     assert!(!text.contains("swapped-helper"), "{text}");
-    assert!(!marker.exists(), "the swapped helper ran on the host");
+    assert_ne!(up.status.code(), Some(0), "{text}");
+    assert!(
+        request["uncovered"]
+            .to_string()
+            .contains("runs or reads `scripts/helper.sh` from the workspace"),
+        "{request}"
+    );
     target.assert_untouched();
 }
 
