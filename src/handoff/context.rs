@@ -204,6 +204,11 @@ pub struct Sandbox {
     /// spec-note 0531), for the agent; absent when the handoff has no channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mail: Option<String>,
+    /// The user's repository a single-repository task was cloned from, where the registry
+    /// judgement reads the committed side at [`Sandbox::base`] (attack 25, P6). devcell's
+    /// own: never written for the agent.
+    #[serde(skip)]
+    pub source: Option<std::path::PathBuf>,
 }
 
 /// Where a handoff runs its agent (`handoff --runtime`, spec-note 0251).

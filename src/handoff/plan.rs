@@ -8,7 +8,7 @@ use crate::features::lockfile::LockfileMode;
 use crate::handoff::context::{AgentRuntime, ContextInputs};
 use crate::handoff::repository::{self, InspectOptions, MountPurpose, Workspace};
 use crate::ops::error::{OpsError, Result};
-use crate::ops::load::WorkspaceOverride;
+use crate::ops::load::{CommittedSide, WorkspaceOverride};
 use crate::ops::options::{SecurityOptions, TargetOptions, UpOptions};
 use crate::ops::target::{find_container, id_labels};
 use crate::settings::{AgentSettings, NetworkMode, Profile, Settings};
@@ -751,8 +751,25 @@ fn handoff_target(
         workspace_override: Some(WorkspaceOverride {
             mount,
             folder: ws.container_root.clone(),
+            committed: committed_side(opts),
         }),
         ..TargetOptions::default()
+    }
+}
+
+/// Where the registry judgement reads the user's committed side: a clone task's clone is the
+/// agent's to commit in, so its `HEAD` is not the user's (attack 25, P6); the user's repository
+/// at the task's base stands for it (no committed side for a multi-repository task).
+fn committed_side(opts: &HandoffOptions) -> CommittedSide {
+    match &opts.sandbox {
+        None => CommittedSide::Workspace,
+        Some(sandbox) => match &sandbox.source {
+            Some(repository) => CommittedSide::Source {
+                repository: repository.clone(),
+                revision: sandbox.base.clone(),
+            },
+            None => CommittedSide::Nothing,
+        },
     }
 }
 

@@ -75,6 +75,28 @@ pub struct WorkspaceOverride {
     pub mount: Option<crate::engine::Mount>,
     /// The container workspace folder.
     pub folder: String,
+    /// Where the registry judgement's committed side is read (attack K12).
+    pub committed: CommittedSide,
+}
+
+/// Where the registry judgement (attack K12) reads the "committed side" of the files that
+/// name images: the versions of them the user, not a container, wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CommittedSide {
+    /// The workspace folder's own repository (`HEAD` and the before-agent records).
+    #[default]
+    Workspace,
+    /// The workspace folder is a repository a container writes, whose `HEAD` is the agent's
+    /// commit (a clone task's clone, attack 25, P6): the user's repository `repository` at the
+    /// commit `revision` (the task's base, recorded when the task was made) stands for it.
+    Source {
+        /// The user's repository (its working tree).
+        repository: PathBuf,
+        /// The commit the task started at.
+        revision: String,
+    },
+    /// No committed side: every registry a file names is asked (a multi-repository task).
+    Nothing,
 }
 
 /// A configuration read from disk, validated and substituted (phase 1), shared by
@@ -538,6 +560,7 @@ mod tests {
             workspace_override: Some(WorkspaceOverride {
                 mount: Some(forced.clone()),
                 folder: "/workspace".into(),
+                committed: CommittedSide::Workspace,
             }),
             ..LoadOptions::default()
         };
@@ -549,6 +572,7 @@ mod tests {
             workspace_override: Some(WorkspaceOverride {
                 mount: None,
                 folder: "/workspace".into(),
+                committed: CommittedSide::Workspace,
             }),
             ..opts.clone()
         };

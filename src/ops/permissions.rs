@@ -382,8 +382,8 @@ pub(crate) async fn registry_requests(
     closed: bool,
 ) -> Result<Vec<PermissionRequest>> {
     use security::registries::{
-        Named, build_args, committed_texts, configuration_names, dockerfile_hosts, image_host,
-        judge_registries, named_by_every,
+        Named, build_args, configuration_names, dockerfile_hosts, image_host, judge_registries,
+        named_by_every,
     };
     if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
         return Ok(Vec::new());
@@ -439,7 +439,7 @@ pub(crate) async fn registry_requests(
             .ok()
             .map(|document| document.value)
     };
-    let config_versions = committed_texts(&resolved(&loaded.config_file), &loaded.workspace_folder);
+    let config_versions = committed_texts(&resolved(&loaded.config_file), loaded);
     let mut committed = named_by_every(&config_versions, |_, text| {
         parse(text)
             .map(|v| {
@@ -453,7 +453,7 @@ pub(crate) async fn registry_requests(
     if let Some((_, _, request)) = &dockerfile {
         let absolute =
             std::path::absolute(&request.dockerfile).unwrap_or(request.dockerfile.clone());
-        let versions = committed_texts(&resolved(&absolute), &loaded.workspace_folder);
+        let versions = committed_texts(&resolved(&absolute), loaded);
         // each Dockerfile version with the arguments of the configuration's same version
         committed.extend(named_by_every(&versions, |index, text| {
             let args = config_versions
@@ -489,8 +489,8 @@ pub(crate) async fn compose_registry_requests(
     closed: bool,
 ) -> Result<Vec<PermissionRequest>> {
     use security::registries::{
-        Named, committed_texts, compose_text_args, compose_text_hosts, dockerfile_hosts,
-        image_host, judge_registries, named_by_every,
+        Named, compose_text_args, compose_text_hosts, dockerfile_hosts, image_host,
+        judge_registries, named_by_every,
     };
     if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
         return Ok(Vec::new());
@@ -514,19 +514,18 @@ pub(crate) async fn compose_registry_requests(
         return Ok(Vec::new());
     }
     let resolved = |p: &Path| host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
-    let workspace = &loaded.workspace_folder;
     let files: Vec<Vec<Option<String>>> = target
         .project
         .files
         .iter()
-        .map(|f| committed_texts(&resolved(f), workspace))
+        .map(|f| committed_texts(&resolved(f), loaded))
         .collect();
     let mut committed: std::collections::BTreeSet<String> = files
         .iter()
         .flat_map(|versions| named_by_every(versions, |_, text| compose_text_hosts(text)))
         .collect();
     for (service, path) in security::compose::build_dockerfile_paths(&target.model) {
-        let versions = committed_texts(&resolved(&path), workspace);
+        let versions = committed_texts(&resolved(&path), loaded);
         committed.extend(named_by_every(&versions, |index, text| {
             // the service's arguments in the same version of the files, later files winning
             let mut args = std::collections::BTreeMap::new();
@@ -541,6 +540,50 @@ pub(crate) async fn compose_registry_requests(
     Ok(judge_registries(
         profile, grants, closed, &named, &committed,
     ))
+}
+
+/// The committed versions of the file `path` (resolved) for the registry judgement of `loaded`
+/// ([`security::registries::committed_texts`]), read where its
+/// [`crate::ops::load::CommittedSide`] says: a repository a container writes (a clone task's
+/// clone, whose `HEAD` is the agent's commit: attack 25, P6) has no committed side of its own;
+/// the user's repository at the task's base stands for it, read in that repository.
+fn committed_texts(path: &Path, loaded: &LoadedConfiguration) -> Vec<Option<String>> {
+    use crate::ops::load::CommittedSide;
+    let side = loaded
+        .workspace_override
+        .as_ref()
+        .map_or(&CommittedSide::Workspace, |o| &o.committed);
+    committed_texts_of(path, &loaded.workspace_folder, side)
+}
+
+/// [`committed_texts`] of `path` in the workspace folder `workspace` read as `side` says.
+fn committed_texts_of(
+    path: &Path,
+    workspace: &Path,
+    side: &crate::ops::load::CommittedSide,
+) -> Vec<Option<String>> {
+    use crate::ops::load::CommittedSide;
+    match side {
+        CommittedSide::Workspace => security::registries::committed_texts(path, workspace),
+        CommittedSide::Nothing => Vec::new(),
+        CommittedSide::Source {
+            repository,
+            revision,
+        } => {
+            let workspace =
+                host_path::resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+            let Ok(relative) = path.strip_prefix(&workspace) else {
+                return Vec::new();
+            };
+            // an object name only: a ref name would be the repository's to move
+            if revision.len() < 40 || !revision.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Vec::new();
+            }
+            security::registries::committed_text_at(repository, relative, revision)
+                .map(|text| vec![Some(text)])
+                .unwrap_or_default()
+        }
+    }
 }
 
 /// The one registry judgement (attack K12) of everything that pulls or fetches for a
@@ -1223,6 +1266,73 @@ pub(crate) struct ContainerRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack 25, P6: a clone task's clone is the agent's to commit in, so its `HEAD` names
+    /// the agent's registry; the committed side is read in the user's repository at the task's
+    /// base (an object name: a ref name, the repository's to move, gives none), and a task of
+    /// several repositories has none.
+    #[test]
+    fn a_clone_tasks_committed_side_is_the_users_repository_at_the_tasks_base() {
+        use crate::ops::load::CommittedSide;
+        let run = |dir: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=u", "-c", "user.email=u@devcell.invalid"])
+                .args(["-c", "commit.gpgsign=false"])
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("repo");
+        let config = ".devcontainer/devcontainer.json";
+        std::fs::create_dir_all(source.join(".devcontainer")).unwrap();
+        run(&source, &["init", "-q", "-b", "main"]);
+        std::fs::write(source.join(config), r#"{"image": "users.invalid/x:1"}"#).unwrap();
+        run(&source, &["add", "-A"]);
+        run(&source, &["commit", "-q", "-m", "user"]);
+        let base = run(&source, &["rev-parse", "HEAD"]);
+        let clone = tmp.path().join("clone");
+        run(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                source.to_str().unwrap(),
+                clone.to_str().unwrap(),
+            ],
+        );
+        let agents = r#"{"image": "127.0.0.1:18424/exfil/z:secret"}"#;
+        std::fs::write(clone.join(config), agents).unwrap();
+        run(&clone, &["commit", "-q", "-am", "agent"]);
+        let file = host_path::resolve(&clone.join(config)).unwrap();
+        // the clone's own `HEAD` is the agent's commit
+        let own = committed_texts_of(&file, &clone, &CommittedSide::Workspace);
+        assert_eq!(own, [Some(agents.to_string())]);
+        let users = CommittedSide::Source {
+            repository: source.clone(),
+            revision: base.clone(),
+        };
+        let texts = committed_texts_of(&file, &clone, &users);
+        assert_eq!(
+            texts,
+            [Some(r#"{"image": "users.invalid/x:1"}"#.to_string())]
+        );
+        for side in [
+            CommittedSide::Source {
+                repository: source.clone(),
+                revision: "HEAD".into(),
+            },
+            CommittedSide::Nothing,
+        ] {
+            assert!(
+                committed_texts_of(&file, &clone, &side).is_empty(),
+                "{side:?}"
+            );
+        }
+    }
     use serde_json::json;
 
     /// An `initializeCommand` entry that substitutes to nothing (an unset `${localEnv:…}`) is

@@ -245,11 +245,11 @@ fn with_attributes(
     }
 }
 
-/// Host ports of services that hold or accept credentials (databases, caches, brokers,
-/// secret stores, engine and cluster APIs, directories, proxies, a local registry): a host
-/// client that finds something listening there sends its stored password or token. A
-/// repository's `forwardPorts` entry for one is not bound at that number on the host
-/// (attack 24, O8; spec-note 0654).
+/// Host ports of well-known services that hold or accept credentials (databases, caches,
+/// brokers, secret stores, engine and cluster APIs, directories, proxies, a local registry):
+/// named in [`repository_host_port`]'s reason. The list only names; every repository port is
+/// forwarded from a free host port (attack 25, P3: a list of services cannot be complete; a
+/// local npm registry on 4873 was not on it; spec-note 0654).
 pub const SERVICE_PORTS: &[(u16, &str)] = &[
     (1080, "SOCKS proxy"),
     (1433, "SQL Server"),
@@ -293,27 +293,26 @@ pub const SERVICE_PORTS: &[(u16, &str)] = &[
     (28015, "RethinkDB"),
 ];
 
-/// The host port to ask for a repository's `forwardPorts` entry `port`, and why when it is
-/// not `port`: a port below 1024 (a system service's) or one of [`SERVICE_PORTS`] is
-/// forwarded from a free host port (0), so the repository cannot take a host service's
-/// number while that service is stopped; the user's `--port N` (or `N:N`) forwards it from
-/// the same number.
+/// The host port to ask for a repository's `forwardPorts` entry `port` (always 0: a free
+/// host port), and why: the number may be a host service's (a database, a package registry,
+/// a proxy) whose clients send stored credentials to whatever listens there while it is
+/// stopped (attacks 24, O8 and 25, P3). The reason names the service when [`SERVICE_PORTS`]
+/// knows it. The user's `--port N` (or `N:N`) forwards it from the same number.
 pub fn repository_host_port(port: u16) -> (u16, Option<String>) {
-    let service = SERVICE_PORTS
+    let what = SERVICE_PORTS
         .iter()
         .find(|(p, _)| *p == port)
-        .map(|(_, name)| format!("the port of {name}"))
-        .or_else(|| (port < 1024).then(|| "a system service's port (below 1024)".to_string()));
-    match service {
-        Some(what) => (
-            0,
-            Some(format!(
-                "{port} is {what} on hosts: a repository's entry is forwarded from a free port; \
-                 `--port {port}` forwards it from {port}"
-            )),
-        ),
-        None => (port, None),
-    }
+        .map(|(_, name)| format!("{port} is the port of {name} on hosts; "))
+        .or_else(|| (port < 1024).then(|| format!("{port} is a system service's port; ")))
+        .unwrap_or_default();
+    (
+        0,
+        Some(format!(
+            "{what}a repository's entry is forwarded from a free port, never from a number a \
+             host service's clients may send credentials to; `--port {port}` forwards it from \
+             {port}"
+        )),
+    )
 }
 
 /// The attributes object that applies to `port` (see [`with_attributes`]).
@@ -749,8 +748,9 @@ mod tests {
             [
                 // the flag first; `forwardPorts`' 8080 is not repeated
                 (None, 8080, 9000, None, Some("silent"), false),
-                (None, 3000, 3000, Some("web"), Some("notify"), true),
-                (None, 4000, 4000, Some("range"), None, false),
+                // the repository's: from a free port, its `requireLocalPort` not applied
+                (None, 3000, 0, Some("web"), Some("notify"), false),
+                (None, 4000, 0, Some("range"), None, false),
                 // a host service's port, named by the repository: from a free port
                 (Some("db"), 5432, 0, Some("database"), None, false),
             ]
@@ -818,13 +818,14 @@ mod tests {
 
     /// Attack 24, O8: `ports` bound 127.0.0.1:5432 for a repository's `forwardPorts: [5432]`
     /// (its `portsAttributes` label "docs preview"), and a host client sent the password it
-    /// keeps for the host's PostgreSQL to the container. A repository's entry for a port
-    /// below 1024 or of [`SERVICE_PORTS`] now asks for a free host port and says why; its
-    /// `requireLocalPort` does not hold it at the number; the user's `--port` keeps it.
+    /// keeps for the host's PostgreSQL to the container; attack 25, P3: the same with a local
+    /// npm registry's 4873, on no list. Every repository entry now asks for a free host port
+    /// and says why (naming a service it knows); its `requireLocalPort` does not hold it at
+    /// the number; the user's `--port` keeps it.
     #[test]
     fn a_repository_port_of_a_host_service_is_forwarded_from_a_free_port() {
         let merged = json!({
-            "forwardPorts": [3000, 5432, "localhost:6379", 80, 8200, 1024],
+            "forwardPorts": [3000, 5432, "localhost:6379", 80, 8200, 1024, 4873],
             "portsAttributes": {"5432": {"label": "docs preview", "requireLocalPort": true}}
         });
         let (forwards, _) = plan_forwards(&merged, &[], false);
@@ -842,14 +843,17 @@ mod tests {
         assert_eq!(
             got,
             [
-                (3000, 3000, false, true),
+                (3000, 0, true, true),
                 (5432, 0, true, true),
                 (6379, 0, true, true),
                 (80, 0, true, true),
                 (8200, 0, true, true),
-                (1024, 1024, false, true),
+                (1024, 0, true, true),
+                (4873, 0, true, true),
             ]
         );
+        let reason = forwards[6].host_port_reason.as_deref().unwrap();
+        assert!(reason.contains("`--port 4873`"), "{reason}");
         assert!(!forwards[1].require_local_port);
         let shown = Forward {
             host: LISTEN_ADDRESS.into(),

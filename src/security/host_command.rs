@@ -986,19 +986,32 @@ mod tests {
                 "{body}: {word} not named in {c:?}"
             );
         }
-        // a script reaching the helper by name pins it too: rewriting it changes the grant
-        write(
-            "scripts/init.sh",
-            b"#!/bin/sh\nset -eu\n# the helper\nsh scripts/helper.sh\n",
-        );
-        let c = covered("sh scripts/init.sh", &ws);
-        let paths = pinned_paths(&c);
-        assert_eq!(paths, ["scripts/helper.sh", "scripts/init.sh"], "{c:?}");
-        let granted = c.digest().expect("a standing grant");
-        write("scripts/helper.sh", b"id > /tmp/PWNED\n");
-        assert_ne!(covered("sh scripts/init.sh", &ws).digest(), Some(granted));
-        write("scripts/helper.sh", b". ./scripts/other.sh\n");
-        assert!(covered("sh scripts/init.sh", &ws).digest().is_none());
+        // a script reaching a workspace file by name (to run it, read it or feed it in) opens
+        // the workspace's file, not devcell's copy, which a running container can swap between
+        // the judgement and the run (attack 25, P1): the file is named and pinned, and the
+        // command is a one-run grant
+        for body in [
+            "#!/bin/sh\nset -eu\n# the helper\nsh scripts/helper.sh\n",
+            "cat scripts/helper.sh\n",
+            "sh -c 'sh scripts/helper.sh'\n",
+            "grep x < scripts/helper.sh\n",
+        ] {
+            write("scripts/init.sh", body.as_bytes());
+            let c = covered("sh scripts/init.sh", &ws);
+            let paths = pinned_paths(&c);
+            assert_eq!(
+                paths,
+                ["scripts/helper.sh", "scripts/init.sh"],
+                "{body}: {c:?}"
+            );
+            assert!(c.digest().is_none(), "{body}: {c:?}");
+            assert!(
+                c.uncovered
+                    .iter()
+                    .any(|u| u.contains("runs or reads `scripts/helper.sh` from the workspace")),
+                "{body}: {c:?}"
+            );
+        }
         // interpreters devcell does not read, and program files it does not read
         write("scripts/x.pl", b"use lib 'lib'; require 'helper.pl';\n");
         write(
@@ -1046,6 +1059,85 @@ mod tests {
             let paths = pinned_paths(&c);
             assert_eq!(paths, [pinned], "{line}: {c:?}");
             assert!(c.digest().is_some(), "{line}: {c:?}");
+        }
+    }
+
+    /// Attack 25, P4: the judge pins a script by its text on disk, but an earlier step of the
+    /// same command may write that file (`printf '. ./helper.sh' > env.sh; sh env.sh`, `cp`,
+    /// `cat >`, `tee`, `mv`, `ln -sf`), so what runs is not the text judged; and a shell's
+    /// keyword argument (`bash -k x.sh BASH_ENV=e.sh`) names a file it sources. Each is a
+    /// one-run grant, at the hook's own level, inside a `sh -c` string or inside a script.
+    #[test]
+    fn a_file_the_command_writes_and_runs_is_a_one_run_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("scripts")).unwrap();
+        for (file, body) in [
+            ("scripts/a.sh", "echo a\n"),
+            ("scripts/b.sh", "echo b\n"),
+            ("scripts/e.sh", "echo e\n"),
+            (
+                "scripts/init.sh",
+                "# regenerate the loader, run it, put the template back\n\
+                 printf '\\056 \\056/scripts/e\\056sh\\n' > scripts/b.sh\n\
+                 sh scripts/b.sh\nprintf 'echo b\\n' > scripts/b.sh\n",
+            ),
+        ] {
+            std::fs::write(ws.join(file), body).unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(ws.join(file), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let cover = |line: &str| {
+            cover_command_with(line.into(), &argv(line), &ws, &ws, None, path().as_deref())
+        };
+        for (line, word) in [
+            ("printf 'x' > scripts/b.sh; sh scripts/b.sh", "scripts/b.sh"),
+            ("printf x >> scripts/b.sh && ./scripts/b.sh", "scripts/b.sh"),
+            (
+                "cp scripts/a.sh scripts/b.sh && sh scripts/b.sh",
+                "scripts/b.sh",
+            ),
+            (
+                "cat scripts/a.sh > scripts/b.sh; sh scripts/b.sh",
+                "scripts/b.sh",
+            ),
+            (
+                "cat scripts/a.sh | tee scripts/b.sh; sh scripts/b.sh",
+                "scripts/b.sh",
+            ),
+            (
+                "mv scripts/a.sh scripts/b.sh; sh scripts/b.sh",
+                "scripts/b.sh",
+            ),
+            (
+                "ln -sf /bin/true scripts/b.sh; sh scripts/b.sh",
+                "scripts/b.sh",
+            ),
+            ("touch scripts/b.sh; bash scripts/b.sh", "scripts/b.sh"),
+            (
+                "sh -c 'cp scripts/a.sh scripts/b.sh' && sh scripts/b.sh",
+                "scripts/b.sh",
+            ),
+            ("sh scripts/init.sh", "scripts/b.sh"),
+            ("bash -k scripts/b.sh BASH_ENV=scripts/e.sh", "BASH_ENV="),
+            ("sh scripts/b.sh ENV=scripts/e.sh", "ENV="),
+        ] {
+            let c = cover(line);
+            assert!(c.digest().is_none(), "{line}: {c:?}");
+            assert!(
+                c.uncovered.iter().any(|u| u.contains(word)),
+                "{line}: {word} not named in {c:?}"
+            );
+        }
+        // writing or copying a file that is not run, and running one nothing writes: standing
+        for line in [
+            "cat scripts/a.sh > /tmp/devcell-x; sh scripts/b.sh",
+            "cp scripts/a.sh /tmp/devcell-y && sh scripts/b.sh",
+            "sh scripts/b.sh < scripts/e.sh",
+        ] {
+            let c = cover(line);
+            assert!(c.uncovered.is_empty(), "{line}: {c:?}");
         }
     }
 

@@ -512,6 +512,63 @@ fn a_hostile_agent_in_its_clone_gets_nothing_run_on_the_host_and_writes_only_the
     target.assert_untouched();
 }
 
+/// Attack 25, P6: the registry judgement's committed side was read from the task's clone,
+/// whose `HEAD` is the agent's commit: continuing a task whose container was removed pulled
+/// the image the agent committed, from a registry the user never granted, under `--network
+/// none` (its tag carried data out of the sandbox). The committed side is now the user's
+/// repository at the task's base: the continued task asks for the registry, and a tripwire
+/// registry on 127.0.0.1 sees no connection.
+#[test]
+fn a_continued_clone_task_never_pulls_from_a_registry_the_agent_committed() {
+    if !engine_ready("clone_task_registry", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let tripwire = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tripwire.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = seen.clone();
+    std::thread::spawn(move || {
+        for stream in tripwire.incoming() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let agent = format!(
+        "set -e; if ! grep -q exfil .devcontainer/devcontainer.json; then \
+         printf '{{\"image\": \"127.0.0.1:{port}/exfil/z:secret-p6\"}}\\n' > .devcontainer/devcontainer.json; \
+         git add -A; git -c user.name=agent -c user.email=agent@devcell.invalid \
+         -c commit.gpgsign=false commit -q -m 'use our mirror'; fi"
+    );
+    let host = Host::new(&[("mirror", &agent)]);
+    let target = HostTarget::new();
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-src-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    ok(&host.handoff(&repo, "mirror", &["--task", "p6"]));
+    let clone = host.clone_of("p6");
+    for id in containers_of(&clone) {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", "-v", &id])
+            .bounded_output();
+    }
+    let again = host.handoff(&repo, "mirror", &["--task", "p6"]);
+    let v = envelope(&again);
+    assert_eq!(
+        seen.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the agent's registry was contacted: {v:#}"
+    );
+    assert_ne!(again.status.code(), Some(0), "{v:#}");
+    assert!(
+        v.to_string()
+            .contains(&format!("registry:127.0.0.1:{port}")),
+        "the agent's registry is asked for: {v:#}"
+    );
+    target.assert_untouched();
+}
+
 #[test]
 fn a_task_survives_its_mirror_being_garbage_collected() {
     if !engine_ready("clone_task_gc", support::docker::BUSYBOX_IMAGE) {

@@ -275,6 +275,15 @@ fn ports_forwards_into_a_network_none_container_and_refuses_a_busy_required_port
     assert_eq!(forward["label"], "web", "{list}");
     assert_eq!(forward["fromRepository"], true, "{list}");
     let port = u16::try_from(forward["hostPort"].as_u64().unwrap()).unwrap();
+    // attack 25, P3: no repository port keeps its number on the host
+    assert_ne!(port, 8080, "{list}");
+    assert!(
+        forward["hostPortReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`--port 8080`"),
+        "{list}"
+    );
     // attack 24, O8: a host service's port the repository names is not taken on the host
     let redis = &list["forwards"][1];
     assert_eq!(redis["containerPort"], 6379, "{list}");

@@ -918,6 +918,7 @@ pub fn sandbox_of(records: &[TaskRecord]) -> Sandbox {
         },
         results,
         mail: None,
+        source: (!multi).then(|| record.source.clone()),
     }
 }
 

@@ -233,6 +233,39 @@ pub const STANDING_PROGRAMS: &[&str] = &[
     "whoami",
 ];
 
+/// Programs of [`STANDING_PROGRAMS`] that only read the files their words name: every other
+/// program (`cp`, `mv`, `ln`, `tee`, `touch`, `rm`, `chmod`, `mkdir`, a pinned program, an engine
+/// CLI, `uniq IN OUT`) may write or replace a workspace file its words name, which then must not
+/// also be run as a script by the same command (attack 25, P4; [`Judged::written`]).
+const READS_ONLY: &[&str] = &[
+    "basename",
+    "cat",
+    "cmp",
+    "cut",
+    "date",
+    "diff",
+    "dirname",
+    "grep",
+    "head",
+    "id",
+    "ls",
+    "md5sum",
+    "printenv",
+    "pwd",
+    "readlink",
+    "realpath",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "sleep",
+    "stat",
+    "tail",
+    "tr",
+    "uname",
+    "wc",
+    "whoami",
+];
+
 /// Multi-call programs a standard program may be a link to (the name it is called by picks
 /// what it does).
 const MULTI_CALL: &[&str] = &["busybox", "coreutils", "toybox"];
@@ -292,12 +325,42 @@ pub struct Judged {
     pub files: BTreeSet<CoveredFile>,
     /// Each word or shape that makes the command a one-run grant, with why.
     pub reasons: BTreeSet<String>,
+    /// Pinned workspace files (workspace-relative) some step of the command may write or
+    /// replace: a `>`/`>>` target, an argument of a program not known to only read
+    /// ([`READS_ONLY`]).
+    written: BTreeSet<String>,
+    /// Pinned workspace files (workspace-relative) the command runs as a script or program.
+    run: BTreeSet<String>,
 }
 
 impl Judged {
     fn refuse(&mut self, word: &str, why: &str) {
         let shown: String = word.chars().take(80).collect();
         self.reasons.insert(format!("`{shown}` ({why})"));
+    }
+
+    /// Adds what `inner` judged (a script's text) to this judgement.
+    fn absorb(&mut self, inner: Judged) {
+        self.files.extend(inner.files);
+        self.reasons.extend(inner.reasons);
+        self.written.extend(inner.written);
+        self.run.extend(inner.run);
+    }
+
+    /// The judgement done: a pinned file one step may write and another runs is a one-run
+    /// grant. The judge pins the file's text as it is on disk, but what runs is the text the
+    /// earlier step wrote (`printf '. ./x.sh' > env.sh; sh env.sh`, `cp a b; sh b`: attack 25,
+    /// P4), at whatever level each step was judged.
+    fn finish(mut self) -> Self {
+        let both: Vec<String> = self.written.intersection(&self.run).cloned().collect();
+        for path in both {
+            self.refuse(
+                &path,
+                "the command writes or replaces this file and runs it as a script: what runs \
+                 is the text a step wrote, not the text judged",
+            );
+        }
+        self
     }
 }
 
@@ -312,7 +375,7 @@ pub fn judge_argv(argv: &[String], place: &Place<'_>) -> Judged {
         })
         .collect();
     simple(&words, &[], place, 0, &mut out);
-    out
+    out.finish()
 }
 
 /// Judges a Compose provider's `type` when that is a path (a plain name is a program Compose
@@ -343,7 +406,7 @@ pub fn judge_provider(program_word: &str, place: &Place<'_>) -> Judged {
              is not pinned",
         );
     }
-    out
+    out.finish()
 }
 
 /// One shell word after quote removal.
@@ -358,6 +421,8 @@ struct Word {
 #[derive(Debug)]
 struct Redirect {
     target: Option<Word>,
+    /// Whether the redirection writes its target (`>`, `>>`), not only reads it (`<`).
+    writes: bool,
 }
 
 /// One simple command: its words and redirections.
@@ -431,7 +496,10 @@ impl Lexer {
         if let Some(w) = self.word.take() {
             let current = self.commands.last_mut().expect("one command");
             match self.pending.take() {
-                Some(_) => current.redirects.push(Redirect { target: Some(w) }),
+                Some(op) => current.redirects.push(Redirect {
+                    target: Some(w),
+                    writes: op.contains('>'),
+                }),
                 None => current.words.push(w),
             }
         }
@@ -510,7 +578,10 @@ impl Lexer {
                     .last_mut()
                     .expect("one command")
                     .redirects
-                    .push(Redirect { target: None });
+                    .push(Redirect {
+                        target: None,
+                        writes: false,
+                    });
                 return Ok(());
             }
             (_, Some('<' | '>' | '&' | '|' | '(')) => {
@@ -589,6 +660,9 @@ fn simple(
     for redirect in redirects {
         if let Some(target) = &redirect.target {
             argument(&target.text, place, depth, out);
+            if redirect.writes {
+                mark_written(&target.text, place, out);
+            }
         }
     }
     let Some(first) = words.first() else {
@@ -610,9 +684,10 @@ fn simple(
     if let Some(file) = file {
         // what runs is the file's text, whatever its name says (attack 24, O7)
         program_file(&first.text, &file, place, depth, out);
-        return args
-            .iter()
-            .for_each(|a| argument(&a.text, place, depth, out));
+        return args.iter().for_each(|a| {
+            argument(&a.text, place, depth, out);
+            mark_written(&a.text, place, out);
+        });
     }
     if !first.quoted && name == "set" && !first.text.contains('/') {
         return set_options(&first.text, args, out);
@@ -669,8 +744,23 @@ fn simple(
             ),
         };
     }
+    let writes = !READS_ONLY.contains(&name.as_str());
     for arg in args {
         argument(&arg.text, place, depth, out);
+        if writes {
+            mark_written(&arg.text, place, out);
+        }
+    }
+}
+
+/// Records the pinned workspace file `word` names (itself, or the value of `--flag=value`) as
+/// one a step of the command may write ([`Judged::written`]).
+fn mark_written(word: &str, place: &Place<'_>, out: &mut Judged) {
+    let value = word.split_once('=').map(|(_, v)| v);
+    for w in std::iter::once(word).chain(value) {
+        if let PathWord::Pinned(file) = path_word(w, place) {
+            out.written.insert(file.path);
+        }
     }
 }
 
@@ -703,6 +793,7 @@ fn engine_command(program: &str, args: &[Word], place: &Place<'_>, depth: usize,
         Some((sub, rest)) if ENGINE_STANDING.contains(&sub.text.as_str()) => {
             for arg in rest {
                 argument(&arg.text, place, depth, out);
+                mark_written(&arg.text, place, out);
             }
         }
         Some((sub, _)) if sub.text.starts_with('-') => out.refuse(
@@ -737,6 +828,7 @@ fn program(word: &str, place: &Place<'_>, out: &mut Judged) -> Option<Program> {
         match path_word(word, place) {
             PathWord::Pinned(file) => {
                 out.files.insert(file.clone());
+                out.run.insert(file.path.clone());
                 return Some(Program {
                     name,
                     pinned: true,
@@ -907,6 +999,15 @@ fn on_path(name: &str, place: &Place<'_>) -> Result<std::path::PathBuf, String> 
 /// Judges the arguments of a shell: options, then `-c <string>` (judged as a shell string) or
 /// a script (pinned), then the script's arguments.
 fn shell_command(program: &str, args: &[Word], place: &Place<'_>, depth: usize, out: &mut Judged) {
+    if let Some(keyword) = args.iter().find(|a| is_assignment(&a.text)) {
+        // `bash -k x.sh BASH_ENV=e.sh` (or `-o keyword`, `set -k` in an rc file) puts it in the
+        // environment: `BASH_ENV`/`ENV` name a file the shell sources (attack 25, P4)
+        return out.refuse(
+            &keyword.text,
+            "an assignment among a shell's arguments: with `-k` the shell puts it in the \
+             environment, where `BASH_ENV`/`ENV` name a file it sources",
+        );
+    }
     let mut rest = args.iter();
     let mut command_string = false;
     while let Some(arg) = rest.next() {
@@ -974,6 +1075,7 @@ fn script_word(word: &str, place: &Place<'_>, reader: Reader, depth: usize, out:
     match path_word(word, place) {
         PathWord::Pinned(file) => {
             out.files.insert(file.clone());
+            out.run.insert(file.path.clone());
             match reader {
                 Reader::Shell => script_text(word, &file, place, depth, out),
                 Reader::Unread => out.refuse(
@@ -1005,10 +1107,31 @@ fn script_text(word: &str, file: &CoveredFile, place: &Place<'_>, depth: usize, 
         Ok(Some(bytes)) if hex::encode(Sha256::digest(&bytes)) == file.sha256 => bytes,
         _ => return out.refuse(word, "a script that changed while devcell read it"),
     };
-    match std::str::from_utf8(&bytes) {
-        Ok(text) if !text.contains('\0') => shell(text, place, depth + 1, out),
-        _ => out.refuse(word, "a script that is not text devcell reads"),
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(text) if !text.contains('\0') => text,
+        _ => return out.refuse(word, "a script that is not text devcell reads"),
+    };
+    let mut inner = Judged::default();
+    shell(text, place, depth + 1, &mut inner);
+    // What runs is devcell's copy of this script (spec-note 0477), but the copy's own words
+    // still open the workspace files they name, which a running container can swap between
+    // the judgement and the run (attack 25, P1): such a script is granted for one run only.
+    let reached: Vec<String> = inner
+        .files
+        .iter()
+        .map(|f| format!("`{}`", f.path))
+        .collect();
+    if !reached.is_empty() {
+        out.refuse(
+            word,
+            &format!(
+                "a script that runs or reads {} from the workspace, not from devcell's copy: \
+                 a running container can change it between the judgement and the run",
+                reached.join(", ")
+            ),
+        );
     }
+    out.absorb(inner);
 }
 
 /// Judges a pinned workspace file run as a program (`./tools/init`): the kernel runs it by its

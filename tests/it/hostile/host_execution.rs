@@ -907,9 +907,10 @@ fn a_refusal_before_a_reuse_lists_the_reuse_recheck_too() {
 
 /// Attack 24, O7: a standing grant of `initializeCommand: "sh scripts/init.sh"` pinned the
 /// script, whose text then ran `scripts/helper.sh`: the agent rewrote the helper and the next
-/// `up` ran it on the host, nothing asked. Now a script's text is judged: a helper it names is
-/// pinned with it (rewriting it asks again), and one it sources makes the command a one-run
-/// grant that no config grant covers. Nothing the rewritten helper does happens on the host.
+/// `up` ran it on the host, nothing asked. Now a script's text is judged: a helper it sources
+/// makes the command a one-run grant that no config grant covers, and so does one it runs by
+/// name (attack 25, P1: the script's copy opens the workspace's helper, which a container can
+/// swap after the judgement). Nothing the rewritten helper does happens on the host.
 #[test]
 fn a_helper_a_granted_script_runs_is_pinned_or_the_grant_is_one_run() {
     if !engine_ready(
@@ -922,9 +923,12 @@ fn a_helper_a_granted_script_runs_is_pinned_or_the_grant_is_one_run() {
     let marker = target.marker();
     let init = r#""sh scripts/init.sh""#;
     let pwned = format!("touch {}\n", marker.display());
-    for (script, standing) in [
-        ("#!/bin/sh\necho init-ok\nsh scripts/helper.sh\n", true),
-        ("#!/bin/sh\necho init-ok\n. ./scripts/helper.sh\n", false),
+    for (script, why) in [
+        (
+            "#!/bin/sh\necho init-ok\nsh scripts/helper.sh\n",
+            "runs or reads `scripts/helper.sh`",
+        ),
+        ("#!/bin/sh\necho init-ok\n. ./scripts/helper.sh\n", "`.`"),
     ] {
         let repo = HostileRepo::new();
         repo.file("scripts/init.sh", script)
@@ -943,12 +947,12 @@ fn a_helper_a_granted_script_runs_is_pinned_or_the_grant_is_one_run() {
             .trim_start_matches("--allow ")
             .to_string();
         let uncovered = request["uncovered"].to_string();
-        assert_eq!(uncovered.contains("`.`"), !standing, "{script}: {request}");
+        assert!(uncovered.contains(why), "{script}: {request}");
         // the grant the refusal names, kept in the user's config as a standing grant
         let by_config = Host::new(&["true"], &[grant.as_str()]);
         let up = by_config.up(repo.path(), &[], &[]);
         let first = String::from_utf8_lossy(&up.stdout).to_string();
-        assert_eq!(up.status.code() == Some(0), standing, "{script}: {first}");
+        assert_ne!(up.status.code(), Some(0), "{script}: {first}");
         // the agent rewrites the helper; the next `up` with the same grant runs nothing
         std::fs::write(repo.path().join("scripts/helper.sh"), &pwned).unwrap();
         let up = by_config.up(repo.path(), &[], &[]);

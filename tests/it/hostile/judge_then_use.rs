@@ -9,9 +9,10 @@ use crate::support::docker::{BUSYBOX_IMAGE, engine_ready};
 use crate::support::hostile::{HostTarget, HostileRepo};
 
 /// O5: a standing grant pins `scripts/init.sh` by digest; the workspace's script is swapped
-/// after the judgement, before the shell opens it (here by the command's own first step,
-/// standing for the container that writes the workspace meanwhile): what runs on the host is
-/// the judged script, from devcell's copy, and the copies are gone once `up` ends.
+/// after the judgement, before the shell opens it (here by the command's own first step, a
+/// script outside the workspace devcell does not read, standing for the container that
+/// writes the workspace meanwhile): what runs on the host is the judged script, from
+/// devcell's copy, and the copies are gone once `up` ends.
 #[test]
 fn a_granted_initialize_command_runs_the_judged_script_not_one_swapped_in() {
     const NAME: &str = "a_granted_initialize_command_runs_the_judged_script_not_one_swapped_in";
@@ -21,15 +22,18 @@ fn a_granted_initialize_command_runs_the_judged_script_not_one_swapped_in() {
     let target = HostTarget::new();
     let marker = target.marker();
     let repo = HostileRepo::new();
+    // a swap written in the workspace would itself be judged (it writes what the command runs:
+    // attack 25, P4), so it stands outside, where devcell trusts it by its owner
+    let swap = outside_script("cp .x/B scripts/init.sh\n");
     repo.file("scripts/init.sh", "echo judged-init\n")
         .file(
             ".x/B",
             &format!("touch {}\necho swapped-init\n", marker.display()),
         )
-        .file("scripts/swap.sh", "cp .x/B scripts/init.sh\n")
         .config(&format!(
             r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "updateRemoteUserUID": false,
-                "initializeCommand": "sh scripts/swap.sh && sh ./scripts/init.sh"}}"#
+                "initializeCommand": "sh {} && sh ./scripts/init.sh"}}"#,
+            swap.path().join("swap.sh").display()
         ))
         .commit();
 
@@ -63,6 +67,82 @@ fn a_granted_initialize_command_runs_the_judged_script_not_one_swapped_in() {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "copies left behind: {left:?}");
+}
+
+/// A folder outside the workspace holding `swap.sh` with `body`: a script devcell runs
+/// without reading (its owner is the user, its folders no one else's to write).
+fn outside_script(body: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("devcell-swap-")
+        .tempdir()
+        .unwrap();
+    std::fs::write(dir.path().join("swap.sh"), body).unwrap();
+    dir
+}
+
+/// Attack 25, P1: the copy of a granted script runs, but its own words open the workspace's
+/// files: a helper it runs by name, swapped after the judgement (here by the command's first
+/// step, outside the workspace, standing for the running container), ran on the host. Such a
+/// script is now a one-run grant: the grant the refusal names, kept in the user's config,
+/// runs nothing, and nothing of the swapped text runs on the host.
+#[test]
+fn a_granted_scripts_helper_swapped_after_the_judgement_never_runs() {
+    const NAME: &str = "a_granted_scripts_helper_swapped_after_the_judgement_never_runs";
+    if !engine_ready(NAME, BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let marker = target.marker();
+    let repo = HostileRepo::new();
+    let swap = outside_script("cp .x/B scripts/helper.sh\n");
+    repo.file(
+        "scripts/init.sh",
+        "echo judged-init\nsh scripts/helper.sh\n",
+    )
+    .file("scripts/helper.sh", "echo helper-ok\n")
+    .file(
+        ".x/B",
+        &format!("touch {}\necho swapped-helper\n", marker.display()),
+    )
+    .config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody", "updateRemoteUserUID": false,
+                "initializeCommand": "sh {} && sh scripts/init.sh"}}"#,
+        swap.path().join("swap.sh").display()
+    ))
+    .commit();
+    let asking = Host::new(&["true"], &[]);
+    let plan = asking.handoff(repo.path(), &["--plan"], &[]);
+    let p = envelope(&plan);
+    let request = p["error"]["details"]["permissions"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["permission"] == "hostCommand"))
+        .cloned()
+        .unwrap_or_else(|| panic!("{p}"));
+    let grant = request["grant"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start_matches("--allow ")
+        .to_string();
+    let host = Host::new(&["true"], &[grant.as_str()]);
+    let up = host.up(repo.path(), &[], &[]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    assert!(
+        !marker.exists(),
+        "the swapped helper ran on the host: {text}"
+    );
+    assert!(!text.contains("swapped-helper"), "{text}");
+    assert_ne!(up.status.code(), Some(0), "{text}");
+    assert!(
+        request["uncovered"]
+            .to_string()
+            .contains("runs or reads `scripts/helper.sh` from the workspace"),
+        "{request}"
+    );
+    target.assert_untouched();
 }
 
 /// O3: `up --remove-existing-container` stops the old container before it reads anything to
