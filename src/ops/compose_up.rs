@@ -84,6 +84,16 @@ pub(crate) async fn up_compose(
         stop_before_judging(engine, &id_labels, reporter).await?;
     }
     let project = judge_project(engine, &opts, &choice, earlier).await?;
+    if matches!(choice.profile, SecurityProfile::Hardened(_)) {
+        // a container devcell cannot stop must not write what was judged (spec-note 0478)
+        crate::ops::foreign_writers::refuse_foreign_writers(
+            engine,
+            &loaded.workspace_folder,
+            &project.target.project.name,
+            &id_labels,
+        )
+        .await?;
+    }
     let opts = &project.opts;
     let mut warnings = loaded.warnings.clone();
     warnings.extend(gpu_warnings);
