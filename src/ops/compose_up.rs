@@ -80,6 +80,16 @@ pub(crate) async fn up_compose(
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
     let project = judge_project(engine, &opts, &choice, earlier).await?;
+    if matches!(choice.profile, SecurityProfile::Hardened(_)) {
+        // a container devcell cannot stop must not write what was judged (spec-note 0478)
+        crate::ops::foreign_writers::refuse_foreign_writers(
+            engine,
+            &loaded.workspace_folder,
+            &project.target.project.name,
+            &id_labels,
+        )
+        .await?;
+    }
     let opts = &project.opts;
     let mut warnings = loaded.warnings.clone();
     warnings.extend(gpu_warnings);

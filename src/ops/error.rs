@@ -415,7 +415,8 @@ impl OpsError {
                 | SecurityError::ReuseRefused { .. }
                 | SecurityError::SetUpRefused { .. }
                 | SecurityError::PathOutside { .. }
-                | SecurityError::UncoveredGit { .. },
+                | SecurityError::UncoveredGit { .. }
+                | SecurityError::ForeignWriter { .. },
             ) => ErrorCode::PermissionRequired,
             OpsError::Security(_) => ErrorCode::ConfigInvalid,
             OpsError::SecretsFile { .. }
@@ -475,6 +476,9 @@ impl OpsError {
                     "grant": u.grant(),
                 })).collect::<Vec<_>>()
             }),
+            OpsError::Security(SecurityError::ForeignWriter { containers, .. }) => {
+                serde_json::json!({ "containers": containers })
+            }
             OpsError::Lifecycle { container_id, .. } if !container_id.is_empty() => {
                 serde_json::json!({ "containerId": container_id })
             }

@@ -39,6 +39,7 @@ mod fake_engine_tests;
 pub mod features_info;
 pub mod features_publish;
 pub mod features_test;
+pub(crate) mod foreign_writers;
 pub mod generate_docs;
 pub mod gpu;
 pub mod hooks;

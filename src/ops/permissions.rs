@@ -382,7 +382,7 @@ pub(crate) async fn registry_requests(
     closed: bool,
 ) -> Result<Vec<PermissionRequest>> {
     use security::registries::{
-        Named, build_args, configuration_names, dockerfile_hosts, image_host, judge_registries,
+        Named, build_args, configuration_names, dockerfile_hosts, image_host, judge_registries_at,
         named_by_every,
     };
     if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
@@ -466,8 +466,12 @@ pub(crate) async fn registry_requests(
             dockerfile_hosts(text, &args)
         }));
     }
-    Ok(judge_registries(
-        profile, grants, closed, &named, &committed,
+    Ok(judge_registries_at(
+        &loaded.workspace_folder,
+        profile,
+        grants,
+        closed,
+        (&named, &committed),
     ))
 }
 
@@ -490,7 +494,7 @@ pub(crate) async fn compose_registry_requests(
 ) -> Result<Vec<PermissionRequest>> {
     use security::registries::{
         Named, compose_text_args, compose_text_hosts, dockerfile_hosts, image_host,
-        judge_registries, named_by_every,
+        judge_registries_at, named_by_every,
     };
     if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
         return Ok(Vec::new());
@@ -537,8 +541,12 @@ pub(crate) async fn compose_registry_requests(
             dockerfile_hosts(text, &args)
         }));
     }
-    Ok(judge_registries(
-        profile, grants, closed, &named, &committed,
+    Ok(judge_registries_at(
+        workspace,
+        profile,
+        grants,
+        closed,
+        (&named, &committed),
     ))
 }
 

@@ -109,6 +109,22 @@ pub enum SecurityError {
         /// What cannot be covered.
         items: Vec<super::git_cover::Uncoverable>,
     },
+    /// Under `hardened`, a running container devcell does not own binds the workspace (the
+    /// folder or one inside it) writable: it could swap a folder devcell judged
+    /// for a link to a host folder before the engine mounts it (attack 24, O4; spec-note
+    /// 0478). Nothing was created.
+    #[error(
+        "refusing to bring up the Compose project under the `hardened` profile: {} devcell does not own can write the workspace `{}` ({}); it could replace a folder devcell judged with a link to a host folder before the engine mounts it",
+        if containers.len() == 1 { "a running container" } else { "running containers" },
+        workspace.display(),
+        containers.join(", ")
+    )]
+    ForeignWriter {
+        /// The workspace folder.
+        workspace: std::path::PathBuf,
+        /// Each container, `<name> (<id>) binds <host path>`.
+        containers: Vec<String>,
+    },
     /// The repository's `customizations.devcell.egress` is not a list of destinations.
     #[error("devcontainer.json `{property}`: {message}")]
     InvalidEgressRequest {
@@ -263,6 +279,9 @@ impl Hint for SecurityError {
             }),
             SecurityError::PathUnresolvable { .. } => Some(
                 "point the path at a folder devcell can read, without going through /proc or /dev/fd (a link loop, too many links, or a folder devcell cannot search cannot be judged, so it is never mounted or read)".to_string(),
+            ),
+            SecurityError::ForeignWriter { .. } => Some(
+                "stop that container (`docker stop <name>`), or make its bind of the workspace read-only, then run `up` again; or use `--security-profile reference`".to_string(),
             ),
             SecurityError::InvalidEgressRequest { .. } => Some(
                 "write `\"customizations\": {\"devcell\": {\"egress\": [\"api.example.test\", \"web.example.test:8080\"]}}`: each entry `host[:port][=address]`, a request the user grants with `--allow egress:DEST`".to_string(),

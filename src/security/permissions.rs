@@ -191,6 +191,11 @@ pub enum Source {
         /// What asks, as read from the image's configuration.
         what: String,
     },
+    /// What asks (the inner source), in a repository whose `HEAD` descends from none of the
+    /// commits a fetch-back recorded as the user's before an agent's
+    /// (`refs/devcell/before-agent/…`): an orphan branch the agent made, or its commit kept
+    /// aside and checked out; nothing committed there counts as the user's (spec-note 0467).
+    AgentHead(Box<Source>),
 }
 
 impl fmt::Display for Source {
@@ -209,6 +214,12 @@ impl fmt::Display for Source {
             Source::ComposeFile { file, key } => write!(f, "Compose file `{file}` (`{key}`)"),
             Source::Dockerfile { file, what } => write!(f, "Dockerfile `{file}` (`{what}`)"),
             Source::Image { image, what } => write!(f, "image `{image}` (`{what}`)"),
+            Source::AgentHead(inner) => write!(
+                f,
+                "{inner}; `HEAD` descends from none of the commits devcell recorded as yours \
+                 before an agent's (`refs/devcell/before-agent/…`), so its committed files \
+                 count as the agent's"
+            ),
         }
     }
 }

@@ -212,9 +212,12 @@ const COMMITTED_MAX: u64 = super::dockerfile::DOCKERFILE_MAX;
 pub const BEFORE_AGENT: &str = "refs/devcell/before-agent";
 
 /// The revisions whose version of a file in the repository `folder` is in counts as committed:
-/// `HEAD`, and the user's commit a fetch-back recorded for the branch `HEAD` names
-/// ([`BEFORE_AGENT`]), as an object name. Empty when `folder` is in no repository or git does
-/// not answer within its quick deadline.
+/// `HEAD`, and each [`BEFORE_AGENT`] record that bears on it ([`against_records`]), as an
+/// object name. When the repository has records and `HEAD` descends from none of them (an
+/// orphan branch the agent made, a commit kept aside under `refs/devcell/<session>/…` checked
+/// out), or git does not answer, one revision that names nothing is added, so every host is
+/// asked. Empty when `folder` is in no repository or git does not answer within its quick
+/// deadline.
 fn committed_revisions(folder: &Path) -> Vec<String> {
     let run = |args: &[&str]| {
         quick_git(folder, args).map(|out| String::from_utf8_lossy(&out).trim().to_string())
@@ -223,59 +226,107 @@ fn committed_revisions(folder: &Path) -> Vec<String> {
         return Vec::new();
     }
     let mut revisions = vec!["HEAD".to_string()];
-    let before = run(&["symbolic-ref", "-q", "HEAD"])
-        .and_then(|branch| branch.strip_prefix("refs/").map(str::to_string))
-        .and_then(|short| {
-            run(&[
-                "rev-parse",
-                "--verify",
-                "-q",
-                &format!("{BEFORE_AGENT}/{short}^{{commit}}"),
-            ])
-        });
-    revisions.extend(before);
-    revisions.extend(other_records(&run));
-    revisions.dedup();
+    match against_records(&run) {
+        HeadAndRecords::NoRecords => {}
+        HeadAndRecords::Below(records) => {
+            for record in records {
+                if !revisions.contains(&record) {
+                    revisions.push(record);
+                }
+            }
+        }
+        HeadAndRecords::Outside | HeadAndRecords::Unknown => {
+            revisions.push(format!("{BEFORE_AGENT}/not-a-revision"));
+        }
+    }
     revisions
 }
 
-/// The most [`BEFORE_AGENT`] records [`other_records`] weighs; past it the repository has no
+/// The most [`BEFORE_AGENT`] records [`against_records`] weighs; past it the repository has no
 /// committed side (every host is asked).
 const MAX_RECORDS: usize = 64;
 
-/// The other [`BEFORE_AGENT`] records that bear on `HEAD` (K12 (a)'s limits, spec-note 0467),
-/// as object names: each commit record that is a proper ancestor of `HEAD` (a `HEAD` detached
-/// at the agent's commit, a branch the user renamed or deleted after a fetch-back: the
-/// agent's commits are still between that record and `HEAD`), and each tree record (a
-/// repository that had no commit before the agent: the record is the empty tree, so no
-/// version there names a host). Past [`MAX_RECORDS`], or when git does not answer, one
-/// revision that names nothing (so every host is asked).
-fn other_records(run: &dyn Fn(&[&str]) -> Option<String>) -> Vec<String> {
-    let nothing = || vec![format!("{BEFORE_AGENT}/not-a-revision")];
-    let Some(listed) = run(&[
-        "for-each-ref",
-        "--format=%(objectname) %(objecttype)",
-        &format!("{BEFORE_AGENT}/"),
-    ]) else {
-        return nothing();
+/// Where `HEAD` stands against a repository's [`BEFORE_AGENT`] records (spec-note 0467).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HeadAndRecords {
+    /// The repository has none: no fetch-back brought an agent's commits into it.
+    NoRecords,
+    /// The records that bear on `HEAD`, as object names: each commit record `HEAD` contains
+    /// (its own branch's, and one a detached `HEAD` or a renamed or deleted branch left), and
+    /// each tree record (a repository that had no commit before the agent: no version there
+    /// names a host).
+    Below(Vec<String>),
+    /// There are commit records, and `HEAD` contains none of them: it is the agent's (an
+    /// orphan branch, a kept-aside commit checked out), so nothing of it counts as the user's.
+    Outside,
+    /// Past [`MAX_RECORDS`], or git did not answer.
+    Unknown,
+}
+
+/// Weighs the [`BEFORE_AGENT`] records against `HEAD` with two git processes, whatever their
+/// number: every record with its type, then those `HEAD` contains (`for-each-ref
+/// --merged=HEAD`, which lists only commits).
+fn against_records(run: &dyn Fn(&[&str]) -> Option<String>) -> HeadAndRecords {
+    let prefix = format!("{BEFORE_AGENT}/");
+    let format = "--format=%(objectname) %(objecttype)";
+    let Some(listed) = run(&["for-each-ref", format, &prefix]) else {
+        return HeadAndRecords::Unknown;
     };
     let records: Vec<(&str, &str)> = listed.lines().filter_map(|l| l.split_once(' ')).collect();
-    if records.len() > MAX_RECORDS {
-        return nothing();
+    if records.is_empty() {
+        return HeadAndRecords::NoRecords;
     }
-    let head = run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"]);
-    records
-        .into_iter()
-        .filter(|(object, kind)| match *kind {
-            "tree" => true,
-            "commit" => {
-                Some(*object) != head.as_deref()
-                    && run(&["merge-base", "--is-ancestor", object, "HEAD"]).is_some()
-            }
-            _ => false,
-        })
+    if records.len() > MAX_RECORDS {
+        return HeadAndRecords::Unknown;
+    }
+    let Some(merged) = run(&["for-each-ref", "--merged=HEAD", format, &prefix]) else {
+        return HeadAndRecords::Unknown;
+    };
+    let trees = records.iter().filter(|(_, kind)| *kind == "tree");
+    let below: Vec<String> = merged
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, kind)| *kind == "commit")
+        .chain(trees.copied())
         .map(|(object, _)| object.to_string())
-        .collect()
+        .collect();
+    if below.is_empty() {
+        HeadAndRecords::Outside
+    } else {
+        HeadAndRecords::Below(below)
+    }
+}
+
+/// Whether the repository git finds from `workspace` has [`BEFORE_AGENT`] records and its
+/// `HEAD` descends from none of them: the committed side then names nothing (every host is
+/// asked) and a request says why ([`judge_registries_at`]).
+pub fn head_outside_records(workspace: &Path) -> bool {
+    let workspace =
+        crate::security::host_path::resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let run = |args: &[&str]| {
+        quick_git(&workspace, args).map(|out| String::from_utf8_lossy(&out).trim().to_string())
+    };
+    run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"]).is_some()
+        && against_records(&run) == HeadAndRecords::Outside
+}
+
+/// [`judge_registries`] of the workspace `workspace`: when its `HEAD` descends from none of
+/// the repository's [`BEFORE_AGENT`] records ([`head_outside_records`]), each request's source
+/// says so ([`Source::AgentHead`]), so the user sees why a host their branch names is asked.
+pub fn judge_registries_at(
+    workspace: &Path,
+    profile: &SecurityProfile,
+    grants: &Grants,
+    closed: bool,
+    (named, committed): (&[Named], &BTreeSet<String>),
+) -> Vec<PermissionRequest> {
+    let mut asked = judge_registries(profile, grants, closed, named, committed);
+    if !asked.is_empty() && head_outside_records(workspace) {
+        for request in &mut asked {
+            request.source = Source::AgentHead(Box::new(request.source.clone()));
+        }
+    }
+    asked
 }
 
 /// The committed versions of `path`: its content at each revision of [`committed_revisions`]
@@ -563,6 +614,58 @@ mod tests {
         assert!(committed_texts(&nested.join("Dockerfile"), dir).is_empty());
         // and a file outside the workspace has none
         assert!(committed_texts(&file, &nested).is_empty());
+    }
+
+    /// A `HEAD` that descends from none of the repository's before-agent records (an orphan
+    /// branch) has no committed side, and each request says why; back on the user's branch
+    /// the records bear on `HEAD` again and the request is the plain one (spec-note 0467).
+    #[test]
+    fn a_head_below_no_record_is_asked_for_and_says_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let git = |args: &[&str]| {
+            crate::config::hostgit::test_git(dir, args);
+        };
+        git(&["init", "-q", "-b", "main"]);
+        let file = dir.join("devcontainer.json");
+        std::fs::write(&file, r#"{"image": "busybox"}"#).unwrap();
+        git(&["add", "devcontainer.json"]);
+        git(&["commit", "-q", "-m", "user"]);
+        git(&["update-ref", &format!("{BEFORE_AGENT}/heads/main"), "HEAD"]);
+        let named = configuration_names(&json!({"image": "busybox"}));
+        let judged = |committed: &BTreeSet<String>| {
+            judge_registries_at(
+                dir,
+                &hardened(),
+                &Grants::default(),
+                true,
+                (&named, committed),
+            )
+        };
+        let committed_hosts = || {
+            named_by_every(&committed_texts(&file, dir), |_, text| {
+                configuration_names(&serde_json::from_str(text).unwrap())
+                    .into_iter()
+                    .map(|n| n.host)
+                    .collect()
+            })
+        };
+        assert!(judged(&committed_hosts()).is_empty(), "the user's branch");
+        git(&["checkout", "-q", "--orphan", "fresh"]);
+        git(&["commit", "-q", "-m", "agent"]);
+        assert!(head_outside_records(dir));
+        let asked = judged(&committed_hosts());
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let shown = asked[0].to_string();
+        assert!(
+            shown.contains("descends from none of the commits devcell recorded"),
+            "{shown}"
+        );
+        // the same request on the user's branch is the plain one
+        git(&["checkout", "-q", "main"]);
+        assert!(!head_outside_records(dir));
+        let asked = judged(&BTreeSet::new());
+        assert_eq!(asked[0].source, Source::DevcontainerJson);
     }
 
     /// Attack 23, N9: the committed side of a Compose configuration: every host its files'

@@ -112,15 +112,20 @@ impl ContainerGitDir {
                             report.created.push(update);
                         }
                     } else {
-                        report.kept.push(KeptRef {
+                        let kept = KeptRef {
                             name: name.clone(),
                             value: Some(value.clone()),
                             kept_as: Some(kept_as),
                             reason: KeptReason::Conflict,
-                        });
+                        };
+                        record_kept_before_agent(host, &kept, &base, hex_len);
+                        report.kept.push(kept);
                     }
                 }
-                Err(kept) => report.kept.push(kept),
+                Err(kept) => {
+                    record_kept_before_agent(host, &kept, &base, hex_len);
+                    report.kept.push(kept);
+                }
             }
             base.refs.insert(name.clone(), value.clone());
         }
@@ -366,6 +371,24 @@ fn record_before_agent(
             &absent,
         ],
     );
+}
+
+/// Records, for a ref kept aside at `refs/devcell/<session>/…`, the commit the user had before
+/// (the ref's value when the handoff began, else the host `HEAD`'s), at
+/// [`BEFORE_AGENT`]`/devcell/<session>/…`, as [`record_before_agent`] does for a branch: the
+/// repository then has a record, so a `HEAD` the user checks out at the kept commit is read
+/// with the user's version below it, and one below no record counts as the agent's
+/// (spec-note 0467).
+fn record_kept_before_agent(host: &HostRepo<'_>, kept: &KeptRef, base: &Base, hex_len: usize) {
+    let (Some(kept_as), Some(value)) = (&kept.kept_as, &kept.value) else {
+        return;
+    };
+    let update = RefUpdate {
+        name: kept_as.clone(),
+        old: base.refs.get(&kept.name).cloned(),
+        new: value.clone(),
+    };
+    record_before_agent(host, &update, base.head_commit.as_ref(), hex_len);
 }
 
 /// Applies `update` to the host ref (only if it still holds the old value) and removes the

@@ -891,3 +891,105 @@ fn the_users_version_still_counts_after_detach_rename_delete_and_packing() {
     );
     assert!(names(&texts).is_empty(), "{texts:?}");
 }
+
+/// An orphan branch the agent makes, and a commit of the agent's kept aside under
+/// `refs/devcell/<session>/…` that the user checks out, descend from none of the user's
+/// before-agent records: nothing committed there counts as the user's (every host is asked,
+/// and the request says why), while a kept commit above the user's still reads the user's
+/// version below it (spec-note 0467).
+#[test]
+fn a_head_below_no_before_agent_record_is_the_agents() {
+    use crate::security::registries::{committed_texts, head_outside_records, named_by_every};
+    let names = |texts: &[Option<String>]| {
+        named_by_every(texts, |_, t| {
+            t.lines()
+                .map(str::to_string)
+                .collect::<std::collections::BTreeSet<_>>()
+        })
+    };
+    let evil = "evil.example.test\n";
+    // an orphan branch, created on the host by the fetch-back
+    let f = Fixture::new();
+    let (cgd, _) = f.refresh();
+    let dir = cgd.git_dir();
+    agent(&dir, &f.work, &["checkout", "-q", "--orphan", "fresh"]);
+    std::fs::write(f.work.join("a.txt"), evil).unwrap();
+    agent(&dir, &f.work, &["add", "a.txt"]);
+    agent(&dir, &f.work, &["commit", "-qm", "orphan"]);
+    let report = f.fetch_back(&cgd);
+    assert!(
+        report.created.iter().any(|u| u.name == "refs/heads/fresh"),
+        "{report:?}"
+    );
+    let a = f.work.join("a.txt");
+    // the host `HEAD` followed the agent onto `fresh`
+    assert_eq!(git(&f.work, &["symbolic-ref", "HEAD"]), "refs/heads/fresh");
+    git(&f.work, &["checkout", "-q", "-f", "main"]);
+    assert!(!head_outside_records(&f.work), "on main: the user's");
+    git(&f.work, &["checkout", "-q", "-f", "fresh"]);
+    let texts = committed_texts(&a, &f.work);
+    assert_eq!(texts.first(), Some(&Some(evil.to_string())));
+    assert!(names(&texts).is_empty(), "orphan: {texts:?}");
+    assert!(head_outside_records(&f.work));
+
+    // the agent rewrites main (kept aside), the user checks the kept commit out
+    let f = Fixture::new();
+    let (cgd, base) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("a.txt"), evil).unwrap();
+    agent(
+        &dir,
+        &f.work,
+        &["commit", "-q", "--amend", "-am", "rewritten"],
+    );
+    let report = f.fetch_back(&cgd);
+    let kept = "refs/devcell/s1/heads/main";
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.kept_as.as_deref() == Some(kept)),
+        "{report:?}"
+    );
+    assert_eq!(
+        f.rev("refs/devcell/before-agent/devcell/s1/heads/main"),
+        base.head_commit.clone().unwrap()
+    );
+    git(&f.work, &["checkout", "-q", "-f", "--detach", kept]);
+    let a = f.work.join("a.txt");
+    let texts = committed_texts(&a, &f.work);
+    assert_eq!(texts.first(), Some(&Some(evil.to_string())));
+    assert!(names(&texts).is_empty(), "kept, rewritten: {texts:?}");
+    assert!(head_outside_records(&f.work));
+
+    // a kept commit above the user's (the user moved main meanwhile): the user's version
+    // below it counts with it
+    let f = Fixture::new();
+    let (cgd, base) = f.refresh();
+    let dir = cgd.git_dir();
+    std::fs::write(f.work.join("a.txt"), evil).unwrap();
+    agent(&dir, &f.work, &["commit", "-qam", "agent"]);
+    git(
+        &f.work,
+        &["commit", "-q", "--allow-empty", "-m", "user meanwhile"],
+    );
+    let report = f.fetch_back(&cgd);
+    assert!(
+        report
+            .kept
+            .iter()
+            .any(|k| k.reason == KeptReason::MovedOnHost),
+        "{report:?}"
+    );
+    git(&f.work, &["checkout", "-q", "-f", "--detach", kept]);
+    let a = f.work.join("a.txt");
+    assert!(!head_outside_records(&f.work));
+    assert_eq!(
+        committed_texts(&a, &f.work),
+        vec![Some(evil.to_string()), Some("one\n".to_string())]
+    );
+    assert_eq!(
+        f.rev("refs/devcell/before-agent/devcell/s1/heads/main"),
+        base.head_commit.unwrap()
+    );
+}

@@ -1680,3 +1680,58 @@ fn sidecar_stopped_before_judging(name: &str, stop_primary: bool) {
         run.stderr
     );
 }
+
+/// Attack 24, O4's remainder: a running container devcell does not own (another
+/// workspace's, one started by hand) that binds the workspace writable could swap a judged
+/// bind source for a link to a host folder before the engine mounts it, and devcell cannot
+/// stop it. Under `hardened` the Compose `up` is refused naming it, before anything of the
+/// project is made; a read-only bind of the workspace is no writer.
+#[test]
+fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_up() {
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("compose_foreign_writer") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let project = own_project(&ctx);
+    let name = format!("devcell-test-foreign-{}", crate::support::run_token());
+    ctx.cleanup().container(&name);
+    std::fs::create_dir_all(ctx.path().join("data")).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("services:\n{}", sleeper("app")),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let ws = ctx.path().display().to_string();
+    let started = |mode: &str| {
+        let (ok, out) = docker(&[
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "-v",
+            &format!("{ws}/data:/w{mode}"),
+            BUSYBOX_IMAGE,
+            "sleep",
+            "100000",
+        ]);
+        assert!(ok, "{out}");
+    };
+    started("");
+    let run = ctx.run("up", &[]);
+    assert_ne!(run.code, Some(0), "{}", run.stdout);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert!(all.contains(&name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+    assert!(
+        project_containers(&project).is_empty(),
+        "created: {:?}",
+        project_containers(&project)
+    );
+    // read-only: not a writer
+    let (ok, out) = docker(&["rm", "-f", &name]);
+    assert!(ok, "{out}");
+    started(":ro");
+    let run = ctx.run("up", &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+}

@@ -1,0 +1,121 @@
+//! Under `hardened`, a Compose `up` is refused while a running container devcell does not own
+//! binds the workspace folder or a folder inside it writable (attack 24, O4's remainder;
+//! spec-note 0478): another workspace's container binding the same folder, a container
+//! started by hand with `-v "$PWD":/w`. A bind of a folder above the workspace (a toolbox
+//! container binding the home folder) is not counted: refusing it would refuse every `up`
+//! beside such a container. devcell judges each bind source inside the workspace by what its path resolves
+//! to, and the engine resolves the path again when it starts the container; such a container
+//! could swap a judged folder for a link to a host folder in between, and devcell cannot stop
+//! it (it is not devcell's to stop). The workspace's own containers and the project's are
+//! stopped before judging under `--remove-existing-container` (`ops::quiesce`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::engine::{Engine, MountInfo};
+use crate::ops::error::Result;
+use crate::security::SecurityError;
+use crate::security::host_path;
+
+/// Refuses ([`SecurityError::ForeignWriter`]) when a running container that is neither of the
+/// Compose project `project` nor this workspace's (it carries every label of `id_labels`)
+/// binds, writable, the workspace folder `workspace` or a folder inside it.
+/// One engine listing, and one inspect per running container of another project.
+///
+/// Errors: [`SecurityError::ForeignWriter`] naming each; the engine's.
+pub(crate) async fn refuse_foreign_writers(
+    engine: &dyn Engine,
+    workspace: &Path,
+    project: &str,
+    id_labels: &BTreeMap<String, String>,
+) -> Result<()> {
+    let workspace = host_path::resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let mut found = Vec::new();
+    for c in engine.list_containers().await? {
+        let own = c
+            .labels
+            .get(crate::engine::compose::PROJECT_LABEL)
+            .is_some_and(|p| p == project)
+            || id_labels.iter().all(|(k, v)| c.labels.get(k) == Some(v));
+        if own || !matches!(c.state.as_str(), "running" | "restarting" | "paused") {
+            continue;
+        }
+        let Some(info) = engine.inspect_container(&c.id).await? else {
+            continue;
+        };
+        let name = c.names.first().cloned().unwrap_or_default();
+        let short = &c.id[..12.min(c.id.len())];
+        found.extend(
+            writable_binds_of(&workspace, &info.mounts)
+                .into_iter()
+                .map(|source| format!("`{name}` ({short}) binds `{}`", source.display())),
+        );
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(SecurityError::ForeignWriter {
+        workspace,
+        containers: found,
+    }
+    .into())
+}
+
+/// The sources of `mounts` that are writable binds of the (canonical) `workspace` or a folder
+/// inside it, each as it resolves on this host (as the engine holds it when it does not
+/// resolve here).
+fn writable_binds_of(workspace: &Path, mounts: &[MountInfo]) -> Vec<PathBuf> {
+    mounts
+        .iter()
+        .filter(|m| m.kind == "bind" && m.rw)
+        .map(|m| {
+            let source = Path::new(&m.source);
+            host_path::resolve(source).unwrap_or_else(|_| source.to_path_buf())
+        })
+        .filter(|source| source.starts_with(workspace))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bind(source: &Path, rw: bool) -> MountInfo {
+        MountInfo {
+            kind: "bind".into(),
+            source: source.display().to_string(),
+            name: None,
+            destination: "/w".into(),
+            rw,
+        }
+    }
+
+    /// A writable bind of the workspace, of a folder inside it, or of a link that resolves
+    /// into it is counted; a read-only bind, a folder above it, a sibling folder and a volume
+    /// are not.
+    #[test]
+    fn a_writable_bind_of_the_workspace_or_inside_it_is_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir_all(ws.join("data")).unwrap();
+        std::fs::create_dir_all(root.join("ws-sibling")).unwrap();
+        std::os::unix::fs::symlink(ws.join("data"), root.join("link")).unwrap();
+        let mounts = vec![
+            bind(&ws, true),
+            bind(&ws.join("data"), true),
+            bind(&root, true),
+            bind(&root.join("link"), true),
+            bind(&ws, false),
+            bind(&root.join("ws-sibling"), true),
+            MountInfo {
+                kind: "volume".into(),
+                ..bind(&ws, true)
+            },
+        ];
+        assert_eq!(
+            writable_binds_of(&ws, &mounts),
+            vec![ws.clone(), ws.join("data"), ws.join("data")]
+        );
+    }
+}
