@@ -258,6 +258,48 @@ pub fn is_transient_runtime_failure(error: &bollard::errors::Error) -> bool {
         && (message.contains("ttrpc: closed") || message.contains("ttrpc: connection reset"))
 }
 
+/// What failed in an engine pull ([`EngineError::Pull`]), in the words of the registry
+/// failures (spec-note 0653): `not found`, `unauthorised`, `not found or unauthorised` (Docker's
+/// `pull access denied`, which does not say which), or `no network to that registry`; `None`
+/// for another error (its causes stay the message).
+pub fn pull_failure(error: &EngineError) -> Option<&'static str> {
+    let EngineError::Pull { source, .. } = error else {
+        return None;
+    };
+    let text = match source {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        bollard::errors::Error::DockerStreamError { error } => error.clone(),
+        other => other.to_string(),
+    }
+    .to_ascii_lowercase();
+    let any = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
+    if any(&["pull access denied"]) {
+        Some("not found or unauthorised")
+    } else if any(&[
+        "unauthorized",
+        "authentication required",
+        "403 forbidden",
+        "denied:",
+    ]) {
+        Some("unauthorised")
+    } else if any(&["manifest unknown", "name unknown", "not found"]) {
+        Some("not found")
+    } else if any(&[
+        "dial tcp",
+        "no such host",
+        "connection refused",
+        "i/o timeout",
+        "network is unreachable",
+        "tls handshake timeout",
+        "client.timeout exceeded",
+        "server misbehaving",
+    ]) {
+        Some("no network to that registry")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,5 +349,50 @@ mod tests {
                 message: "failed to create shim task: ttrpc: closed".to_string(),
             }
         ));
+    }
+
+    /// The engine's pull answers, each in one word of what failed; another error keeps none.
+    #[test]
+    fn an_engine_pull_failure_is_named_in_a_few_words() {
+        let pull = |source| EngineError::Pull {
+            reference: "127.0.0.1:5000/x:nope".into(),
+            source,
+        };
+        let cases = [
+            (
+                "manifest for 127.0.0.1:5000/x:nope not found: manifest unknown: manifest unknown",
+                Some("not found"),
+            ),
+            (
+                "pull access denied for x, repository does not exist or may require 'docker login'",
+                Some("not found or unauthorised"),
+            ),
+            (
+                "Head \"https://r/v2/x/manifests/1\": unauthorized: authentication required",
+                Some("unauthorised"),
+            ),
+            (
+                "Get \"http://127.0.0.1:5999/v2/\": dial tcp 127.0.0.1:5999: connect: connection refused",
+                Some("no network to that registry"),
+            ),
+            ("something else entirely", None),
+        ];
+        for (message, expected) in cases {
+            let e = pull(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                message: message.into(),
+            });
+            assert_eq!(pull_failure(&e), expected, "{message}");
+        }
+        let stream = pull(bollard::errors::Error::DockerStreamError {
+            error: "manifest unknown".into(),
+        });
+        assert_eq!(pull_failure(&stream), Some("not found"));
+        let other = EngineError::Api {
+            operation: "pull",
+            subject: "x".into(),
+            source: server_error("manifest unknown"),
+        };
+        assert_eq!(pull_failure(&other), None, "only a pull");
     }
 }

@@ -397,6 +397,9 @@ pub struct HostSecurity {
     pub device_mappings: Vec<DeviceMapping>,
     /// `DeviceRequests` is not empty (`--gpus`, CDI devices).
     pub device_requests: bool,
+    /// `DeviceRequests` asks for GPUs: a request whose capabilities hold `gpu` (`--gpus`), or
+    /// a CDI device id `<vendor>/gpu=<name>` (Podman's, spec-note 0646).
+    pub gpu_requested: bool,
     /// `PidMode` (empty = private).
     pub pid_mode: String,
     /// `IpcMode` (empty = the engine's default, private).

@@ -213,7 +213,9 @@ impl Handoff<'_> {
         h.log_start(&mut log, &live, &up);
         let written = h.write_context_files(&p, &up, &recorded, &live).await;
         let written = h.stopped_if_refused(&up, &mut live, written).await?;
-        let ran = h.run_agent(&p, &up, &live, log, streams, &mut stop).await;
+        let ran = h
+            .run_agent(&p, &up, &mut live, log, streams, &mut stop)
+            .await;
         let ran = h.stopped_if_refused(&up, &mut live, ran).await?;
         h.close_door(door, &mut live);
         let quiet = h.stop_workspace(&up, &mut live).await;

@@ -39,4 +39,5 @@ pub mod session;
 pub mod state;
 pub mod status;
 pub mod status_all;
+pub mod steps;
 pub mod task;

@@ -690,7 +690,10 @@ pub fn registry_failure_line(
         next = current.source();
         Some(current)
     })
-    .find_map(|e| e.downcast_ref::<crate::oci::OciError>())?;
+    .find_map(|e| e.downcast_ref::<crate::oci::OciError>());
+    let Some(oci) = oci else {
+        return engine_pull_line(top, err, hint);
+    };
     let failure = crate::oci::registry::registry_failure(oci)?;
     let hint = hint.or_else(|| crate::oci::registry::registry_hint(oci));
     let line = if top == oci.to_string() {
@@ -699,4 +702,32 @@ pub fn registry_failure_line(
         format!("{top}: {failure}")
     };
     Some((line, hint))
+}
+
+/// [`registry_failure_line`] for the engine's own pull ([`crate::engine::EngineError::Pull`],
+/// found as itself or as [`OpsError::Engine`], which shows it transparently): the message with
+/// what failed ([`crate::engine::error::pull_failure`]) and the pull's hint.
+fn engine_pull_line(
+    top: &str,
+    err: &(dyn std::error::Error + 'static),
+    hint: Option<String>,
+) -> Option<(String, Option<String>)> {
+    let mut next = Some(err);
+    let pull = std::iter::from_fn(|| {
+        let current = next?;
+        next = current.source();
+        Some(current)
+    })
+    .find_map(|e| match e.downcast_ref::<OpsError>() {
+        Some(OpsError::Engine(engine)) => Some(engine),
+        _ => e.downcast_ref::<EngineError>(),
+    })?;
+    let failure = crate::engine::error::pull_failure(pull)?;
+    let message = pull.to_string();
+    let line = if top == message {
+        format!("{top}: {failure}")
+    } else {
+        format!("{top}: {message}: {failure}")
+    };
+    Some((line, hint.or_else(|| Hint::hint(pull))))
 }

@@ -27,6 +27,10 @@ use crate::progress::{Event, Reporter};
 /// The host address every forward listens on: loopback only, never every interface.
 pub const LISTEN_ADDRESS: &str = "127.0.0.1";
 
+/// How often a forwarder asks the engine whether its container still runs (spec-note 0652):
+/// a container stopped or removed outside `down` ends the forwarding.
+pub const CONTAINER_WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Inputs of [`open`].
 #[derive(Debug, Clone, Default)]
 pub struct PortsOptions {
@@ -640,13 +644,19 @@ impl Forwarding {
     }
 
     /// Accepts connections on every forward and relays each through its own exec until
-    /// `shutdown` completes; then the listeners are closed and every relay's engine connection
-    /// dropped (the relay in the container sees its stdin end). A relay that fails is reported
-    /// on `reporter` and the others go on.
+    /// `shutdown` completes, or the dev container is found stopped or removed (asked every
+    /// [`CONTAINER_WATCH_INTERVAL`]; reported on `reporter`); then the listeners are closed
+    /// and every relay's engine connection dropped (the relay in the container sees its stdin
+    /// end). A relay that fails is reported on `reporter` and the others go on.
     pub async fn serve(self, shutdown: impl Future<Output = ()>, reporter: &dyn Reporter) {
         let Forwarding {
-            engine, listeners, ..
+            engine,
+            listeners,
+            container_id,
+            ..
         } = self;
+        let gone = container_gone(engine.clone(), container_id.clone());
+        tokio::pin!(gone);
         let mut accepts =
             futures_util::stream::select_all(listeners.into_iter().map(|(listener, target)| {
                 Box::pin(futures_util::stream::unfold(
@@ -662,6 +672,13 @@ impl Forwarding {
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
+                how = &mut gone => {
+                    reporter.report(Event::Status(format!(
+                        "the container {} {how}: forwarding ends",
+                        &container_id[..container_id.len().min(12)]
+                    )));
+                    break;
+                }
                 Some((accepted, target)) = accepts.next() => match accepted {
                     Ok((stream, _)) => {
                         let engine = engine.clone();
@@ -685,6 +702,19 @@ impl Forwarding {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Resolves once the container `id` no longer runs: `"was removed"` or `"stopped"`. An
+/// engine that does not answer is asked again (the relays' own execs fail meanwhile).
+async fn container_gone(engine: Arc<dyn Engine>, id: String) -> &'static str {
+    loop {
+        tokio::time::sleep(CONTAINER_WATCH_INTERVAL).await;
+        match engine.inspect_container(&id).await {
+            Ok(None) => return "was removed",
+            Ok(Some(c)) if !c.running => return "stopped",
+            Ok(Some(_)) | Err(_) => {}
         }
     }
 }

@@ -169,6 +169,18 @@ pub fn is_forwarder(pid: u32, key: &str) -> bool {
     crate::process::carries(pid, &[CHILD_FLAG, key])
 }
 
+/// Removes the record (and log) of the detached forwarder `key` when it is this process's:
+/// the forwarder's own end, its container stopped or removed outside `down` (spec-note 0652).
+pub fn forget_own(state: &Path, key: &str) {
+    let own = records(state)
+        .iter()
+        .any(|r| r.key == key && r.pid == std::process::id());
+    if own {
+        let _ = std::fs::remove_file(record_path(state, key));
+        let _ = std::fs::remove_file(log_path(state, key));
+    }
+}
+
 /// Stops the detached forwarders of `container_ids` (SIGTERM, SIGKILL after 2 s) and removes
 /// their records and logs. Returns the pids signalled.
 pub async fn stop_for_containers(state: &Path, container_ids: &[String]) -> Vec<u32> {

@@ -705,7 +705,10 @@ fn env_import_refuses_what_hardened_does_not_grant_and_writes_only_a_new_configu
     let on_disk: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
     assert_eq!(on_disk, result["configuration"]);
     assert_eq!(on_disk["image"], "node:22");
-    assert_eq!(on_disk["onCreateCommand"], "('npm' 'ci')");
+    assert_eq!(
+        on_disk["customizations"]["devcell"]["afterStart"],
+        serde_json::json!(["('npm' 'ci')"])
+    );
     assert_eq!(result["cleanup"]["value"], "terminal");
 
     let again = ctx.run("env import", &args(&[]));
@@ -1468,4 +1471,113 @@ fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
     }
     agents.sort();
     assert_eq!(agents, ["wait-a", "wait-b"]);
+}
+
+/// Issue 29 item 5 (spec-note 0538): two handoffs of one workspace (a group's members) bring
+/// up one container; its `onWorkspaceCreate` step, held open until the test lets it end, and
+/// its `afterStart` step each run once across both, the second waiting on the first's lock;
+/// the markers are in devcell's state folder, none in the workspace tree.
+#[test]
+fn a_once_per_workspace_step_runs_once_across_two_handoffs_at_once() {
+    let Some(ctx) = TestContext::busybox("handoff_steps_once") else {
+        return;
+    };
+    let ctx = ctx.isolated().delete_on_drop().config(&format!(
+        r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody",
+             "customizations": {{"devcell": {{
+               "afterStart": "echo started >> /tmp/after-start",
+               "onWorkspaceCreate": ["echo ran >> /tmp/workspace-step; while [ ! -e go ]; do sleep 0.1; done"]
+             }}}}}}"#
+    ));
+    let group = format!("s-{}", crate::support::run_token());
+    let config = ctx.tmp().join("config.toml");
+    let agent = |name: &str| {
+        format!(
+            "[agents.wait-{name}]\ncommand = [\"sh\", \"-c\", \"while [ ! -e release-{name} ]; do sleep 0.1; done; echo counts=$(wc -l < /tmp/workspace-step),$(wc -l < /tmp/after-start)\"]\n"
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "[handoff]\ngroup = \"{group}\"\n{}{}",
+            agent("a"),
+            agent("b")
+        ),
+    )
+    .unwrap();
+    let spawn = |agent: &str| {
+        ctx.command()
+            .args([
+                "handoff",
+                "--workspace-folder",
+                ctx.path().to_str().unwrap(),
+                "--agent",
+                agent,
+                "--config-file",
+                config.to_str().unwrap(),
+                "--format",
+                "json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn("wait-a");
+    let b = spawn("wait-b");
+    live_in_container(&ctx, 2);
+    // both are past `up`; the first holds the steps' lock until `go` (widening the window
+    // in which the second reaches it; nothing is asserted about time)
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    std::fs::write(ctx.path().join("go"), "").unwrap();
+    for name in ["a", "b"] {
+        std::fs::write(ctx.path().join(format!("release-{name}")), "").unwrap();
+    }
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains("counts=1,1"),
+            "each step ran once: {stderr}"
+        );
+        assert!(!stderr.contains("took over"), "{stderr}");
+    }
+    // the markers: in the state folder, keyed by the workspace; none in the workspace
+    let steps = ctx.state().join("steps");
+    let keys: Vec<_> = std::fs::read_dir(&steps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys[0].join("workspace.json").is_file());
+    assert_eq!(
+        std::fs::read_dir(keys[0].join("containers"))
+            .unwrap()
+            .count(),
+        1
+    );
+    assert!(!keys[0].join("lock.json").exists(), "the lock was let go");
+    // (this test's state folder and home sit next to its files: not the workspace's content)
+    let mut in_workspace = Vec::new();
+    let mut todo = vec![ctx.path().to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p == ctx.state() || p == ctx.home() {
+                continue;
+            }
+            if p.is_dir() && !p.is_symlink() {
+                todo.push(p.clone());
+            }
+            in_workspace.push(p);
+        }
+    }
+    assert!(
+        !in_workspace.iter().any(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name == "workspace.json" || name == "lock.json" || name == "steps"
+        }),
+        "{in_workspace:?}"
+    );
 }

@@ -718,3 +718,53 @@ fn registry_failures_are_one_line_with_a_hint_and_the_chain_under_debug() {
         assert!(debug.stderr.contains("  caused by: "), "{}", debug.stderr);
     }
 }
+
+/// Issue 28 item 5 (spec-note 0653): the engine's own pull of a missing image tag from the
+/// local registry is one line saying what failed, with the pull's hint and no `caused by:`,
+/// which `--log-level debug` brings back; the JSON result's `description` keeps the chain.
+#[test]
+fn an_engine_pull_failure_is_one_line_and_the_chain_under_debug() {
+    let Some(ctx) = TestContext::busybox("engine_pull_one_line") else {
+        return;
+    };
+    let registry =
+        std::env::var("DEVCELL_TEST_REGISTRY").unwrap_or_else(|_| "127.0.0.1:5000".into());
+    let ctx = ctx.isolated();
+    let reference = format!(
+        "{registry}/devcell-test/no-such-image-{}:nope",
+        crate::support::run_token()
+    );
+    ctx.write(
+        ".devcontainer/devcontainer.json",
+        &json!({ "image": reference }).to_string(),
+    );
+    let run = ctx.run("up", &[]);
+    assert_ne!(run.code, Some(0), "{}", run.stderr);
+    let line = format!("error: cannot pull image `{reference}`: not found");
+    assert!(
+        run.stderr.lines().any(|l| l == line),
+        "{line}\n{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("caused by:"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("hint: ") && l.contains("check the reference")),
+        "{}",
+        run.stderr
+    );
+    let result: Value = serde_json::from_str(run.stdout.lines().last().unwrap_or("{}")).unwrap();
+    assert!(
+        result["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("manifest unknown")),
+        "{result}"
+    );
+    let debug = ctx.run("up", &["--log-level", "debug"]);
+    assert!(
+        debug.stderr.contains("  caused by: ") && debug.stderr.contains("manifest unknown"),
+        "{}",
+        debug.stderr
+    );
+}

@@ -514,3 +514,48 @@ fn ports_relays_through_bash_when_the_image_has_only_bash() {
         String::from_utf8_lossy(&stop.stderr)
     );
 }
+
+/// Issue 28 (spec-note 0652): a detached forwarder whose container is stopped outside `down`
+/// (`docker stop`) notices and exits, leaving no record; polled within a bound, nothing
+/// asserted about how fast.
+#[test]
+fn a_detached_forwarder_ends_when_its_container_is_stopped_outside_down() {
+    let Some(ctx) = TestContext::busybox("ports_detach_container_stopped") else {
+        return;
+    };
+    let ctx = ctx.isolated().config_json(&json!({"image": BUSYBOX_IMAGE}));
+    let up = ctx.up(&["--network", "none"]);
+    let id = up["containerId"].as_str().unwrap().to_string();
+    let (record, guard) = detach(&ctx, &["--port", "0:8080"]);
+    let port = host_port(&record);
+    let pid = guard.0;
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    let stopped = Command::new("docker")
+        .args(["stop", "-t", "1", &id])
+        .bounded_output()
+        .unwrap();
+    assert!(stopped.status.success(), "{stopped:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while is_forwarder(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "forwarder {pid} still runs after its container stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(
+        try_http_get(port, "/").is_none(),
+        "port {port} still accepts"
+    );
+    let left: Vec<_> = std::fs::read_dir(ctx.state().join("ports"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "records left: {left:?}");
+}
+
+/// Whether `pid` is still a detached forwarder (a reused pid is not; a zombie child of no
+/// one here is reaped by init).
+fn is_forwarder(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--detached-record"))
+}

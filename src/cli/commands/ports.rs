@@ -58,6 +58,13 @@ pub fn run(args: PortsArgs) -> anyhow::Result<ExitCode> {
             output::json(&forwarding.to_json());
         }
         forwarding.serve(stop, &StderrReporter).await;
+        // a detached forwarder that ends on its own (its container stopped) leaves no record
+        if let (Some(key), Some(state)) = (
+            args.detached_record.as_deref(),
+            crate::ops::state_folder::default_root(),
+        ) {
+            ports_detached::forget_own(&state, key);
+        }
         output::stderr_line("[devcell] stopped forwarding");
         anyhow::Ok(())
     })?;

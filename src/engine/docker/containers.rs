@@ -186,6 +186,10 @@ fn host_security(host: HostConfig) -> HostSecurity {
             .filter_map(|d| d.host_path.clone())
             .collect(),
         device_mappings,
+        gpu_requested: host
+            .device_requests
+            .as_ref()
+            .is_some_and(|r| r.iter().any(asks_for_gpus)),
         device_requests: host.device_requests.is_some_and(|r| !r.is_empty()),
         pid_mode: host.pid_mode.unwrap_or_default(),
         ipc_mode: host.ipc_mode.unwrap_or_default(),
@@ -345,6 +349,22 @@ fn all_gpus() -> DeviceRequest {
         capabilities: Some(vec![vec!["gpu".to_string()]]),
         ..DeviceRequest::default()
     }
+}
+
+/// Whether a device request asks for GPUs: the `gpu` capability (`--gpus`, Compose's
+/// reservation), or a CDI device id of the class `gpu` (`nvidia.com/gpu=all`).
+fn asks_for_gpus(request: &DeviceRequest) -> bool {
+    let capability = request
+        .capabilities
+        .iter()
+        .flatten()
+        .flatten()
+        .any(|c| c == "gpu");
+    let cdi = request.device_ids.iter().flatten().any(|id| {
+        id.split_once('=')
+            .is_some_and(|(kind, _)| kind.ends_with("/gpu"))
+    });
+    capability || cdi
 }
 
 /// Podman gives GPUs through CDI, not through Docker's `--gpus` device request (which its

@@ -36,12 +36,13 @@ impl Handoff<'_> {
         &self,
         p: &Prepared,
         up: &UpResult,
-        live: &Live,
+        live: &mut Live,
         log: SessionLog,
         streams: AgentStreams<'_>,
         stop: &mut StopSignal<'_>,
     ) -> Result<Ran> {
         let (attached, env) = self.attach(p, up, live, stop).await?;
+        self.run_steps(p, up, &attached, &env, live).await?;
         let pidfile = pidfile_of(&live.id);
         let request = agent_request(p, &attached, env, &pidfile, self.opts.tty);
         self.reporter.report(Event::Status(format!(
@@ -80,6 +81,44 @@ impl Handoff<'_> {
             outcome,
             egress,
         })
+    }
+
+    /// The lifecycle steps beyond the spec's hooks (`customizations.devcell.afterStart` and
+    /// `.onWorkspaceCreate`, spec-note 0538) not yet run for this container or workspace, as
+    /// the agent will run (user, folder, environment without its secrets), under the
+    /// workspace's steps lock in devcell's state: a group's second member waits for the first.
+    async fn run_steps(
+        &self,
+        p: &Prepared,
+        up: &UpResult,
+        attached: &Attached,
+        env: &IndexMap<String, String>,
+        live: &mut Live,
+    ) -> Result<()> {
+        use crate::handoff::steps;
+        let all = steps::Steps::of(&up.loaded.raw).map_err(|e| live.fail(e.into()))?;
+        if all.is_empty() {
+            return Ok(());
+        }
+        let key =
+            crate::handoff::state::workspace_key(&live.root).map_err(|e| live.fail(e.into()))?;
+        let dir =
+            steps::records_folder(live.store.root(), &key).map_err(|e| live.fail(e.into()))?;
+        let mut env = env.clone();
+        for name in p.secrets.keys() {
+            env.shift_remove(name);
+        }
+        let target = steps::StepTarget {
+            container_id: &attached.container.id,
+            user: attached.exec_user(),
+            working_dir: &attached.workspace_folder,
+            env,
+        };
+        let warnings = steps::run(self.engine, &all, &target, &dir, self.reporter)
+            .await
+            .map_err(|e| live.fail(e.into()))?;
+        live.warnings.extend(warnings);
+        Ok(())
     }
 
     /// The running container, attached with the configuration `up` loaded and judged (a file

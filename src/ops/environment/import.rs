@@ -685,21 +685,20 @@ fn map_env(e: &ManagedEnvironment, m: &mut Mapped, at: &Locator<'_>) -> Result<(
     Ok(())
 }
 
-/// `lifecycle.afterStart` → `onCreateCommand` (once per container) and
-/// `lifecycle.onWorkspaceCreate` → `postCreateCommand`, each one `sh` line running the
-/// phase's container steps in order and stopping at the first failure; host steps become
-/// `host-command` requests; git-clone steps are notes (`handoff --isolation clone`).
+/// `lifecycle.afterStart` → `customizations.devcell.afterStart` (once per container) and
+/// `lifecycle.onWorkspaceCreate` → `customizations.devcell.onWorkspaceCreate` (once per host
+/// workspace), the steps `devcell handoff` runs with its markers in devcell's state (spec-note
+/// 0538): one `sh` line per container step, in order (the handoff stops at the first
+/// failure); host steps become `host-command` requests; git-clone steps are notes
+/// (`handoff --isolation clone`).
 fn map_lifecycle(e: &ManagedEnvironment, m: &mut Mapped, at: &Locator<'_>) -> Result<()> {
     let Some(l) = &e.lifecycle else {
         return Ok(());
     };
-    for (phase, hook, list) in [
-        ("afterStart", "onCreateCommand", &l.after_start),
-        (
-            "onWorkspaceCreate",
-            "postCreateCommand",
-            &l.on_workspace_create,
-        ),
+    let mut devcell = Map::new();
+    for (phase, list) in [
+        ("afterStart", &l.after_start),
+        ("onWorkspaceCreate", &l.on_workspace_create),
     ] {
         let mut lines = Vec::new();
         for (i, step) in list.iter().enumerate() {
@@ -719,26 +718,40 @@ fn map_lifecycle(e: &ManagedEnvironment, m: &mut Mapped, at: &Locator<'_>) -> Re
             if let Some(user) = &step.user {
                 m.note(
                     &key,
-                    format!("`user: {user}` is not kept: hooks run as the remote user"),
+                    format!("`user: {user}` is not kept: steps run as the remote user"),
                 );
             }
             if step.timeout_ms.is_some() {
-                m.note(
-                    &key,
-                    "`timeoutMs` is not kept: devcell's hook deadline applies",
-                );
+                m.note(&key, "`timeoutMs` is not kept: a step runs to its end");
             }
-            lines.push(line);
+            lines.push(json!(line));
         }
         if !lines.is_empty() {
-            m.config.insert(hook.into(), json!(lines.join(" && ")));
+            devcell.insert(phase.into(), Value::Array(lines));
+            m.note(
+                &format!("lifecycle.{phase}"),
+                format!(
+                    "`customizations.devcell.{phase}`: run by `devcell handoff` ({}), not by `devcell up`",
+                    if phase == "afterStart" {
+                        "once per container, after it started"
+                    } else {
+                        "once per host workspace, its marker in devcell's state"
+                    }
+                ),
+            );
         }
     }
-    if !l.on_workspace_create.is_empty() {
-        m.note(
-            "lifecycle.onWorkspaceCreate",
-            "runs as `postCreateCommand`: once per container, not once per host workspace",
-        );
+    if !devcell.is_empty() {
+        let customizations = m
+            .config
+            .entry("customizations")
+            .or_insert_with(|| json!({}));
+        if let Some(c) = customizations.as_object_mut() {
+            let ours = c.entry("devcell").or_insert_with(|| json!({}));
+            if let Some(ours) = ours.as_object_mut() {
+                ours.extend(devcell);
+            }
+        }
     }
     Ok(())
 }

@@ -224,6 +224,9 @@ pub struct ContainerFacts {
     pub devices: Vec<DeviceFact>,
     /// Device requests (e.g. `--gpus`) are present.
     pub device_requests: bool,
+    /// Whether a device request asks for the host's GPUs (`None`: not observable, as from
+    /// inside the container).
+    pub gpu_requested: Option<bool>,
     /// The root file system is mounted read-only.
     pub read_only_rootfs: Option<bool>,
     /// Process count limit (`None` = unlimited or unknown; see `limits_known`).
@@ -416,6 +419,7 @@ impl ContainerFacts {
                 })
                 .collect(),
             device_requests: host.device_requests,
+            gpu_requested: Some(host.gpu_requested),
             read_only_rootfs: Some(host.read_only_rootfs),
             pids_limit: host.limits.pids,
             memory_limit: host.limits.memory_bytes,

@@ -839,3 +839,51 @@ fn the_egress_channel_is_not_an_extra_path() {
         assert!(r.score_of(Control::RepoScope) < 2, "{src} -> {dst} rw={rw}");
     }
 }
+
+/// Issue 28 item 7 (spec-note 0646): the audit names a GPU device request as given (Docker's
+/// `--gpus all`, Podman's CDI `nvidia.com/gpu=all`), or says none was requested; another
+/// device request stays a device request.
+#[test]
+fn the_audit_names_a_gpu_request_given_or_none() {
+    let none = with(|_| {});
+    let gpu = |e: &&Evidence| e.subject == "gpu";
+    let line = |r: &AuditReport| {
+        r.control(Control::EngineSocket)
+            .unwrap()
+            .evidence
+            .iter()
+            .find(gpu)
+            .cloned()
+    };
+    let e = line(&none).expect("a gpu line when none was requested");
+    assert_eq!((e.detail.as_str(), e.risk), ("none requested", Risk::Safe));
+
+    for request in [
+        json!({"Driver": "", "Count": -1, "Capabilities": [["gpu"]]}),
+        json!({"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=all"]}),
+    ] {
+        let given = with(|v| v["HostConfig"]["DeviceRequests"] = json!([request]));
+        let e = line(&given).expect("a gpu line");
+        assert!(e.detail.contains("GPUs are given"), "{e:?}");
+        assert!(e.detail.contains("--allow gpu"), "{e:?}");
+        assert_eq!(e.risk, Risk::Weak);
+        assert!(!has(
+            &given,
+            Control::EngineSocket,
+            "device requests",
+            Risk::Weak
+        ));
+    }
+
+    let other = with(|v| {
+        v["HostConfig"]["DeviceRequests"] =
+            json!([{"Driver": "cdi", "DeviceIDs": ["vendor.example/fpga=0"]}])
+    });
+    assert_eq!(line(&other).unwrap().detail, "none requested");
+    assert!(has(
+        &other,
+        Control::EngineSocket,
+        "device requests",
+        Risk::Weak
+    ));
+}

@@ -122,14 +122,16 @@ fn the_configuration_carries_the_image_workspace_and_steps() {
         c["workspaceMount"],
         "type=bind,source=${localWorkspaceFolder},target=/workspace"
     );
+    // agent-runner's phases are devcell's handoff steps (spec-note 0538), not spec hooks
     assert_eq!(
-        c["onCreateCommand"],
-        "('sh' '-c' 'echo started > /tmp/started')"
+        c["customizations"]["devcell"]["afterStart"],
+        json!(["('sh' '-c' 'echo started > /tmp/started')"])
     );
     assert_eq!(
-        c["postCreateCommand"],
-        "(cd '${containerWorkspaceFolder}' && 'npm' 'install')"
+        c["customizations"]["devcell"]["onWorkspaceCreate"],
+        json!(["(cd '${containerWorkspaceFolder}' && 'npm' 'install')"])
     );
+    assert!(c.get("onCreateCommand").is_none() && c.get("postCreateCommand").is_none());
     assert_eq!(report.lifetime.value, "group");
     assert_eq!(report.cleanup.value, "manual");
     assert!(

@@ -250,7 +250,17 @@ fn devices(f: &ContainerFacts, out: &mut Vec<Evidence>) {
             if critical { Risk::Critical } else { Risk::Weak },
         ));
     }
-    if f.device_requests {
+    // a GPU is a permission (spec-note 0646): the audit names it given, or none
+    match f.gpu_requested {
+        Some(true) => out.push(ev(
+            "gpu",
+            "the host's GPUs are given to the container (a device request; under `hardened` only with `--allow gpu`)",
+            Risk::Weak,
+        )),
+        Some(false) => out.push(ev("gpu", "none requested", Risk::Safe)),
+        None => {}
+    }
+    if f.device_requests && f.gpu_requested != Some(true) {
         out.push(ev(
             "device requests",
             "host devices requested (e.g. GPUs)",
