@@ -542,7 +542,7 @@ pub(crate) async fn compose_registry_requests(
         }));
     }
     Ok(judge_registries_at(
-        workspace,
+        &loaded.workspace_folder,
         profile,
         grants,
         closed,
