@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::fetch::{self, Tip};
 use super::lock::TaskLock;
-use super::{TaskError, TaskRecord, io};
+use super::{RepositoryState, TaskError, TaskRecord, io};
 use crate::engine::Engine;
 use crate::progress::Reporter;
 
@@ -131,15 +131,7 @@ fn judge_record(folder: &Path, task: &str, record: &TaskRecord) -> Option<Orphan
             None,
         ));
     }
-    let repository = record.source_git_dir.join("objects").is_dir()
-        && record.source_git_dir.join("HEAD").is_file()
-        && record.same_repository();
-    if !repository {
-        let unfetched = match fetch::read_tip(record) {
-            Tip::Missing => None,
-            Tip::At(tip) => (tip != record.base).then_some(tip),
-            Tip::Unreadable(why) => Some(format!("(unreadable refs: {why})")),
-        };
+    if record.repository_state() != RepositoryState::Present {
         return Some(orphan(
             Some(record.source.clone()),
             "repository_gone",
@@ -147,10 +139,22 @@ fn judge_record(folder: &Path, task: &str, record: &TaskRecord) -> Option<Orphan
                 "task `{task}`: its repository `{}` is gone (or was replaced by another)",
                 record.source.display()
             ),
-            unfetched,
+            left_unfetched(record),
         ));
     }
     None
+}
+
+/// What removing the task of `record`, whose repository is replaced or gone, would lose: the
+/// clone branch's commit when it is not the base (no repository can hold it: the one it was
+/// fetched into, if ever, is not at its path), or what makes its refs unreadable. Asks no
+/// repository at the source path.
+pub fn left_unfetched(record: &TaskRecord) -> Option<String> {
+    match fetch::read_tip(record) {
+        Tip::Missing => None,
+        Tip::At(tip) => (tip != record.base).then_some(tip),
+        Tip::Unreadable(why) => Some(format!("(unreadable refs: {why})")),
+    }
 }
 
 /// An orphan `prune --tasks` left in place, and why.
