@@ -461,6 +461,15 @@ impl crate::ops::error::ProductError for TaskError {
                     map.insert("kept".into(), f.folder.is_some().into());
                     map.insert("taskFolder".into(), serde_json::json!(f.folder));
                     map.insert("mirrors".into(), serde_json::json!(f.mirrors));
+                    // the inner error's causes, which the envelope would otherwise lose: its
+                    // text is this error's message, so its chain is no source of this one
+                    let causes: Vec<String> =
+                        std::iter::successors(std::error::Error::source(&f.error), |e| e.source())
+                            .map(ToString::to_string)
+                            .collect();
+                    if !causes.is_empty() {
+                        map.entry("causes").or_insert_with(|| causes.into());
+                    }
                 }
                 details
             }
