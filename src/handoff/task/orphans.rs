@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::fetch::{self, Tip};
+use super::fetch;
 use super::lock::TaskLock;
 use super::{RepositoryState, TaskError, TaskRecord, io};
 use crate::engine::Engine;
@@ -139,22 +139,10 @@ fn judge_record(folder: &Path, task: &str, record: &TaskRecord) -> Option<Orphan
                 "task `{task}`: its repository `{}` is gone (or was replaced by another)",
                 record.source.display()
             ),
-            left_unfetched(record),
+            fetch::left_unfetched(record),
         ));
     }
     None
-}
-
-/// What removing the task of `record`, whose repository is replaced or gone, would lose: the
-/// clone branch's commit when it is not the base (no repository can hold it: the one it was
-/// fetched into, if ever, is not at its path), or what makes its refs unreadable. Asks no
-/// repository at the source path.
-pub fn left_unfetched(record: &TaskRecord) -> Option<String> {
-    match fetch::read_tip(record) {
-        Tip::Missing => None,
-        Tip::At(tip) => (tip != record.base).then_some(tip),
-        Tip::Unreadable(why) => Some(format!("(unreadable refs: {why})")),
-    }
 }
 
 /// An orphan `prune --tasks` left in place, and why.

@@ -395,7 +395,11 @@ async fn run_task(
     // session has begun, for as long as the agent runs
     let mut sandbox = sandbox_of(&records);
     if opts.mail_channel_wanted() {
-        task_opts.mail = Some(super::mail::request(&state, &records[0])?);
+        task_opts.mail = Some(super::mail::request(
+            &state,
+            &records[0],
+            opts.mail_group.as_ref(),
+        )?);
         sandbox.mail = Some(super::mail::agent_text());
     }
     task_opts.sandbox = Some(sandbox);
@@ -528,7 +532,10 @@ pub fn plan_options(opts: &HandoffOptions) -> HandoffOptions {
     let folder = tasks_root(&state, &key).join(&name);
     if opts.mail_channel_wanted()
         && let (Ok(group), Ok(task)) = (
-            crate::mail::GroupName::new(&source_key(&sources[0].common_dir)),
+            opts.mail_group.clone().map_or_else(
+                || crate::mail::GroupName::new(&source_key(&sources[0].common_dir)),
+                Ok,
+            ),
             crate::mail::TaskName::new(&name),
         )
     {
@@ -794,7 +801,7 @@ fn check_deletable(records: &[TaskRecord], force: bool) -> Result<Option<String>
         let state = record.repository_state();
         if state != RepositoryState::Present {
             // the repository at its path is not the task's: judged by the clone alone
-            let left = super::orphans::left_unfetched(record);
+            let left = fetch::left_unfetched(record);
             match (left, force) {
                 (Some(tip), false) => {
                     return Err(TaskError::LeftUnfetched {

@@ -207,9 +207,22 @@ fn the_plan_of_a_clone_task_names_the_project_its_handoff_uses() {
     );
     assert!(name.unwrap().starts_with("src-t-"));
     // issue 30: the plan lists the mail binds the task's handoff adds
-    let run = super::super::mail::request(&state, &records[0]).unwrap();
+    let run = super::super::mail::request(&state, &records[0], None).unwrap();
     assert_eq!(
         planned.mail.map(|d| d.container.binds),
+        Some(run.container.binds)
+    );
+    // `--mail-group team`: the plan and the run join `team`, not the repository's group
+    let team = crate::mail::GroupName::new("team").unwrap();
+    let named = plan_options(&HandoffOptions {
+        mail_group: Some(team.clone()),
+        ..opts.clone()
+    });
+    let run = super::super::mail::request(&state, &records[0], Some(&team)).unwrap();
+    assert_eq!(run.group, team);
+    assert_eq!(named.mail.as_ref().map(|d| &d.group), Some(&team));
+    assert_eq!(
+        named.mail.map(|d| d.container.binds),
         Some(run.container.binds)
     );
 }
@@ -226,7 +239,7 @@ fn a_deleted_tasks_socket_folder_is_removed_unless_its_channel_is_open() {
     let opts = task_options(&repo, "t");
     let quiet = crate::progress::NoopReporter;
     let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
-    let door = super::super::mail::request(&state, &records[0]).unwrap();
+    let door = super::super::mail::request(&state, &records[0], None).unwrap();
     let folder = door.record().host_socket;
     let key_folder = folder.parent().unwrap().parent().unwrap().to_path_buf();
     let open = door
