@@ -203,6 +203,11 @@ pub struct HandoffArgs {
     /// No mail channel for this handoff.
     #[arg(long)]
     pub no_mail: bool,
+    /// Make the agent a member of the mediator group NAME instead of the repository's own
+    /// (a group shared across workspaces: `devcell mail --mail-group NAME`, `devcell status
+    /// --mail-group NAME`); implies `--mail`.
+    #[arg(long, value_name = "NAME", conflicts_with = "no_mail")]
+    pub mail_group: Option<String>,
     /// A verification command the agent must run before calling the task done (repeatable).
     #[arg(long, value_name = "CMD")]
     pub verify: Vec<String>,

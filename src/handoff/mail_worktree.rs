@@ -136,4 +136,24 @@ mod tests {
             refuse_on_host(&ok).unwrap();
         }
     }
+
+    /// Issue 30: `handoff --mail-group NAME` of a worktree joins the group `NAME` (the
+    /// caller finds the repository's group only when none is named): the channel's group is
+    /// the one named.
+    #[test]
+    fn a_named_mail_group_is_the_channels_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let team = crate::mail::GroupName::new("team").unwrap();
+        let opts = HandoffOptions {
+            workspace_folder: tmp.path().join("ws"),
+            state_root: Some(tmp.path().join("state")),
+            mail_channel: Some(true),
+            mail_group: Some(team.clone()),
+            task: Some("t".into()),
+            ..HandoffOptions::default()
+        };
+        let planned = plan_options(&opts).unwrap();
+        assert_eq!(planned.mail.map(|d| d.group), Some(team.clone()));
+        assert!(!tmp.path().join("state").exists(), "planning makes nothing");
+    }
 }

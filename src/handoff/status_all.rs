@@ -18,6 +18,7 @@ use crate::handoff::state::{
     Session, SessionOutcome, SessionStatus, StateStore, WorkspaceState, process_alive,
     session_status,
 };
+pub use crate::handoff::task::RepositoryState;
 use crate::handoff::task::mail::{MailStatus, PendingEscalation, TaskMail};
 use crate::handoff::task::{self, TaskRecord};
 use crate::ops::error::Result;
@@ -117,38 +118,6 @@ pub struct TaskEntry {
     /// Per repository (one for a single repository): the branch's commit, what was fetched,
     /// ahead and behind, as `status` shows them, and `fetchedAt`.
     pub repos: Vec<TaskRepo>,
-}
-
-/// Whether a task's repository is still the one it was made from ([`TaskEntry::repository`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum RepositoryState {
-    /// The repository the task was made from (every repository of a multi-repository task).
-    Present,
-    /// Another repository is at its path now (removed and made again, or moved there).
-    Replaced,
-    /// No repository is at its path.
-    Gone,
-}
-
-impl RepositoryState {
-    /// The state of the repositories of `records`: the first not present, else present.
-    fn of(records: &[TaskRecord]) -> RepositoryState {
-        records
-            .iter()
-            .map(|r| {
-                let git_dir = &r.source_git_dir;
-                if !(git_dir.join("objects").is_dir() && git_dir.join("HEAD").is_file()) {
-                    RepositoryState::Gone
-                } else if !r.same_repository() {
-                    RepositoryState::Replaced
-                } else {
-                    RepositoryState::Present
-                }
-            })
-            .find(|s| *s != RepositoryState::Present)
-            .unwrap_or(RepositoryState::Present)
-    }
 }
 
 /// One repository of a task: [`TaskFetch`] and when it was last fetched.

@@ -36,7 +36,10 @@ pub fn run(args: HandoffArgs) -> anyhow::Result<ExitCode> {
             o.group = None;
         }
         crate::handoff::group::refuse_combinations(&o)?;
-        if o.mail_channel_wanted() && o.effective_isolation() != crate::settings::Isolation::Clone {
+        if o.mail_channel_wanted()
+            && o.mail_group.is_none()
+            && o.effective_isolation() != crate::settings::Isolation::Clone
+        {
             o.mail_group = crate::handoff::mail_host::group_of(&o.workspace_folder, None).ok();
         }
         Ok(o)
@@ -317,8 +320,14 @@ fn options(args: &HandoffArgs) -> Result<HandoffOptions, OpsError> {
         base: args.base.clone(),
         sandbox: None,
         mail: None,
-        mail_group: None,
-        mail_channel: match (args.mail, args.no_mail) {
+        // a group named here is the channel's, for a worktree handoff and a clone task alike
+        mail_group: args
+            .mail_group
+            .as_deref()
+            // (a named group is only its name checked: no folder is read)
+            .map(|name| crate::handoff::mail_host::group_of(std::path::Path::new("."), Some(name)))
+            .transpose()?,
+        mail_channel: match (args.mail || args.mail_group.is_some(), args.no_mail) {
             (true, _) => Some(true),
             (_, true) => Some(false),
             _ => None,

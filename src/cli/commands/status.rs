@@ -66,7 +66,7 @@ fn render_all(r: &AllStatus) -> String {
                 .unwrap_or_default()
         );
         for t in &w.tasks {
-            let _ = writeln!(s, "  {}", task_all_line(t));
+            let _ = writeln!(s, "  {}", task_all_line(t, &w.workspace));
         }
         mail_lines(&mut s, "  ", &w.mail, &w.escalations);
     }
@@ -100,9 +100,9 @@ fn session_words(x: &LastSession) -> String {
     )
 }
 
-/// One task of `status --all`: name, state, branch, container, and per repository what was
-/// fetched and when.
-fn task_all_line(t: &TaskEntry) -> String {
+/// One task of `status --all` (of the workspace `workspace`): name, state, branch, container,
+/// and per repository what was fetched and when.
+fn task_all_line(t: &TaskEntry, workspace: &std::path::Path) -> String {
     let short = |o: &str| o[..o.len().min(12)].to_string();
     let repos: Vec<String> = t
         .repos
@@ -127,14 +127,17 @@ fn task_all_line(t: &TaskEntry) -> String {
             }
         })
         .collect();
+    let left = |how: &str| {
+        format!(
+            " [its repository {how}: `devcell prune --tasks` removes it once nothing would be lost; `devcell delete --task {} --workspace-folder {}` removes it now, refusing while its clone holds commits (`--force` drops them)]",
+            t.task,
+            workspace.display()
+        )
+    };
     let repository = match t.repository {
-        RepositoryState::Present => "",
-        RepositoryState::Replaced => {
-            " [its repository was REPLACED by another: `devcell prune --tasks` removes it once nothing would be lost]"
-        }
-        RepositoryState::Gone => {
-            " [its repository is GONE: `devcell prune --tasks` removes it once nothing would be lost]"
-        }
+        RepositoryState::Present => String::new(),
+        RepositoryState::Replaced => left("was REPLACED by another"),
+        RepositoryState::Gone => left("is GONE"),
     };
     format!(
         "task {} {} on {}, container {}: {}{repository}",

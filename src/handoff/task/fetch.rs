@@ -441,6 +441,18 @@ pub fn unfetched(record: &TaskRecord) -> Option<NotFetched> {
     }
 }
 
+/// What removing the task of `record`, whose repository is replaced or gone, would lose: the
+/// clone branch's commit when it is not the base (no repository can hold it: the one it was
+/// fetched into, if ever, is not at its path), or what makes its refs unreadable. Asks no
+/// repository at the source path.
+pub fn left_unfetched(record: &TaskRecord) -> Option<String> {
+    match read_tip(record) {
+        Tip::Missing => None,
+        Tip::At(tip) => (tip != record.base).then_some(tip),
+        Tip::Unreadable(why) => Some(format!("(unreadable refs: {why})")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,14 +19,22 @@ pub fn group_of(record: &TaskRecord) -> Result<GroupName, DoorError> {
 }
 
 /// The channel a clone task's handoff opens once its session has begun
-/// ([`DoorRequest::open`]): its group, its name and branch, `devcell-mail` installed and its
-/// socket folder made.
+/// ([`DoorRequest::open`]): its group (`named`, from `handoff --mail-group`, else the
+/// repository's), its name and branch, `devcell-mail` installed and its socket folder made.
 ///
 /// Errors: [`DoorError`] (a file not made); nothing runs then.
-pub fn request(state_root: &Path, record: &TaskRecord) -> Result<DoorRequest, DoorError> {
+pub fn request(
+    state_root: &Path,
+    record: &TaskRecord,
+    named: Option<&GroupName>,
+) -> Result<DoorRequest, DoorError> {
+    let group = match named {
+        Some(group) => group.clone(),
+        None => group_of(record)?,
+    };
     DoorRequest::prepare(
         state_root,
-        group_of(record)?,
+        group,
         TaskName::new(&record.task)?,
         Some(record.branch.clone()),
     )

@@ -190,6 +190,28 @@ pub enum TaskError {
         /// The commits not fetched, when they could be listed (boxed: the error stays small).
         listed: Box<Unlisted>,
     },
+    /// `delete --task` of a task whose repository was replaced by another or removed since,
+    /// while its clone's branch holds commits past the base: no repository at its path holds
+    /// them, and `fetch` cannot bring them back.
+    #[error(
+        "task `{task}` has commits no repository holds: its repository `{}` is {}, and its branch `{branch}` is at {tip}",
+        repository.display(),
+        match state { RepositoryState::Replaced => "replaced by another", _ => "gone" }
+    )]
+    LeftUnfetched {
+        /// The task.
+        task: String,
+        /// Its branch.
+        branch: String,
+        /// The repository (or multi-repository workspace) it was made from.
+        repository: PathBuf,
+        /// [`RepositoryState::Replaced`] or [`RepositoryState::Gone`].
+        state: RepositoryState,
+        /// The branch's commit in the clone (or what makes its refs unreadable).
+        tip: String,
+        /// Its clone.
+        clone: PathBuf,
+    },
     /// The clone's refs cannot be read as git writes them (a link, a FIFO, an unreadable file,
     /// junk): its branch is never counted as fetched, and nothing is fetched from it.
     #[error(
@@ -351,6 +373,7 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::Refused { .. } => ErrorCode::ConfigInvalid,
             TaskError::NoSuchTask { .. } => ErrorCode::NotFound,
             TaskError::Unfetched { .. }
+            | TaskError::LeftUnfetched { .. }
             | TaskError::UnreadableRefs { .. }
             | TaskError::OverBudget { .. }
             | TaskError::OverInflated { .. } => ErrorCode::PermissionRequired,
@@ -377,6 +400,22 @@ impl crate::ops::error::ProductError for TaskError {
                 "tip": tip,
                 "commits": listed.commits,
                 "total": listed.total,
+            }),
+            TaskError::LeftUnfetched {
+                task,
+                branch,
+                repository,
+                state,
+                tip,
+                clone,
+            } => serde_json::json!({
+                "reason": "task_repository_left",
+                "task": task,
+                "branch": branch,
+                "repository": repository,
+                "repositoryState": state,
+                "tip": tip,
+                "clone": clone,
             }),
             TaskError::UnreadableRefs { task, clone, why } => serde_json::json!({
                 "reason": "task_refs_unreadable",
@@ -422,6 +461,15 @@ impl crate::ops::error::ProductError for TaskError {
                     map.insert("kept".into(), f.folder.is_some().into());
                     map.insert("taskFolder".into(), serde_json::json!(f.folder));
                     map.insert("mirrors".into(), serde_json::json!(f.mirrors));
+                    // the inner error's causes, which the envelope would otherwise lose: its
+                    // text is this error's message, so its chain is no source of this one
+                    let causes: Vec<String> =
+                        std::iter::successors(std::error::Error::source(&f.error), |e| e.source())
+                            .map(ToString::to_string)
+                            .collect();
+                    if !causes.is_empty() {
+                        map.entry("causes").or_insert_with(|| causes.into());
+                    }
                 }
                 details
             }
@@ -441,6 +489,16 @@ impl crate::ops::error::ProductError for TaskError {
             TaskError::Refused { hint, .. } => Some(hint.clone()),
             TaskError::Unfetched { task, .. } => Some(format!(
                 "run `devcell fetch --task {task}` first, or pass `--force` to drop them"
+            )),
+            TaskError::LeftUnfetched {
+                task,
+                repository,
+                clone,
+                ..
+            } => Some(format!(
+                "`devcell fetch` cannot bring them back (the repository they were made from is no longer at `{}`): copy what you want out of the clone `{}` (it is the agent's: run no git there that reads its configuration), then pass `--force` to drop task `{task}`",
+                repository.display(),
+                clone.display()
             )),
             TaskError::UnreadableRefs { task, clone, .. } => Some(format!(
                 "look at the clone `{}` (its branch is not fetched), or pass `--force` to drop task `{task}` as it is",
@@ -675,6 +733,30 @@ pub fn repository_id(common_dir: &Path) -> Option<String> {
     Some(format!("{}:{}:{born}", meta.dev(), meta.ino()))
 }
 
+/// Whether a task's repository is still the one it was made from (`status --all`'s
+/// `repository`; what lets `delete --task` remove a task of a repository replaced since).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RepositoryState {
+    /// The repository the task was made from (every repository of a multi-repository task).
+    Present,
+    /// Another repository is at its path now (removed and made again, or moved there).
+    Replaced,
+    /// No repository is at its path.
+    Gone,
+}
+
+impl RepositoryState {
+    /// The state of the repositories of `records`: the first not present, else present.
+    pub fn of(records: &[TaskRecord]) -> RepositoryState {
+        records
+            .iter()
+            .map(TaskRecord::repository_state)
+            .find(|s| *s != RepositoryState::Present)
+            .unwrap_or(RepositoryState::Present)
+    }
+}
+
 impl TaskRecord {
     /// The git directory whose `HEAD` is the source working tree's
     /// ([`TaskRecord::source_head_git_dir`], else the common directory).
@@ -682,6 +764,20 @@ impl TaskRecord {
         self.source_head_git_dir
             .as_deref()
             .unwrap_or(&self.source_git_dir)
+    }
+
+    /// Whether the repository the task was made from is still at its path: no git directory
+    /// there is [`RepositoryState::Gone`], another repository's is
+    /// [`RepositoryState::Replaced`]. Reads only the git directory's metadata.
+    pub fn repository_state(&self) -> RepositoryState {
+        let git_dir = &self.source_git_dir;
+        if !(git_dir.join("objects").is_dir() && git_dir.join("HEAD").is_file()) {
+            RepositoryState::Gone
+        } else if !self.same_repository() {
+            RepositoryState::Replaced
+        } else {
+            RepositoryState::Present
+        }
     }
 
     /// Whether the repository at [`TaskRecord::source_git_dir`] is still the one the task was

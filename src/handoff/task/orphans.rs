@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::fetch::{self, Tip};
+use super::fetch;
 use super::lock::TaskLock;
-use super::{TaskError, TaskRecord, io};
+use super::{RepositoryState, TaskError, TaskRecord, io};
 use crate::engine::Engine;
 use crate::progress::Reporter;
 
@@ -131,15 +131,7 @@ fn judge_record(folder: &Path, task: &str, record: &TaskRecord) -> Option<Orphan
             None,
         ));
     }
-    let repository = record.source_git_dir.join("objects").is_dir()
-        && record.source_git_dir.join("HEAD").is_file()
-        && record.same_repository();
-    if !repository {
-        let unfetched = match fetch::read_tip(record) {
-            Tip::Missing => None,
-            Tip::At(tip) => (tip != record.base).then_some(tip),
-            Tip::Unreadable(why) => Some(format!("(unreadable refs: {why})")),
-        };
+    if record.repository_state() != RepositoryState::Present {
         return Some(orphan(
             Some(record.source.clone()),
             "repository_gone",
@@ -147,7 +139,7 @@ fn judge_record(folder: &Path, task: &str, record: &TaskRecord) -> Option<Orphan
                 "task `{task}`: its repository `{}` is gone (or was replaced by another)",
                 record.source.display()
             ),
-            unfetched,
+            fetch::left_unfetched(record),
         ));
     }
     None

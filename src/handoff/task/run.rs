@@ -11,8 +11,8 @@ use super::fetch::{self, TaskFetch};
 use super::lock::TaskLock;
 use super::mirror::{self, MirrorLock};
 use super::{
-    Result, TaskError, TaskRecord, branch_of, clone, derive_task_name, fetched_ref_of, io,
-    sandbox_of, source, source_key, tasks_root, valid_task_name,
+    RepositoryState, Result, TaskError, TaskRecord, branch_of, clone, derive_task_name,
+    fetched_ref_of, io, sandbox_of, source, source_key, tasks_root, valid_task_name,
 };
 use crate::engine::Engine;
 use crate::handoff::context::AgentRuntime;
@@ -395,7 +395,11 @@ async fn run_task(
     // session has begun, for as long as the agent runs
     let mut sandbox = sandbox_of(&records);
     if opts.mail_channel_wanted() {
-        task_opts.mail = Some(super::mail::request(&state, &records[0])?);
+        task_opts.mail = Some(super::mail::request(
+            &state,
+            &records[0],
+            opts.mail_group.as_ref(),
+        )?);
         sandbox.mail = Some(super::mail::agent_text());
     }
     task_opts.sandbox = Some(sandbox);
@@ -528,7 +532,10 @@ pub fn plan_options(opts: &HandoffOptions) -> HandoffOptions {
     let folder = tasks_root(&state, &key).join(&name);
     if opts.mail_channel_wanted()
         && let (Ok(group), Ok(task)) = (
-            crate::mail::GroupName::new(&source_key(&sources[0].common_dir)),
+            opts.mail_group.clone().map_or_else(
+                || crate::mail::GroupName::new(&source_key(&sources[0].common_dir)),
+                Ok,
+            ),
             crate::mail::TaskName::new(&name),
         )
     {
@@ -723,10 +730,58 @@ pub fn prepare_delete(
     force: bool,
     state_root: &Path,
 ) -> Result<(Vec<TaskRecord>, TaskLock, Option<String>)> {
-    let records = load_task(workspace, task, state_root)?;
+    let records = match load_task(workspace, task, state_root) {
+        Ok(records) => records,
+        // no task of the repository at `workspace` (or no repository there): a task of the
+        // one that was there before is removed too (`status --all` marks it)
+        Err(
+            e @ (TaskError::NoSuchTask { .. }
+            | TaskError::Io { .. }
+            | TaskError::Refused {
+                reason: "clone_not_a_repository",
+                ..
+            }),
+        ) => left_task(workspace, task, state_root).ok_or(e)?,
+        Err(e) => return Err(e),
+    };
     let lock = TaskLock::take(&record_root(&records[0]), &records[0].task)?;
     let dropped = check_deletable(&records, force)?;
     Ok((records, lock, dropped))
+}
+
+/// The task `task` made from the repository (or multi-repository workspace) that was at
+/// `workspace` and is replaced by another or gone since ([`RepositoryState`]): found by the
+/// path its records name, under any key (a gone repository has no key to compute). `None`
+/// for an invalid name or when there is no such task. Reads devcell's state only: nothing
+/// at `workspace` is asked.
+fn left_task(workspace: &Path, task: &str, state_root: &Path) -> Option<Vec<TaskRecord>> {
+    if !valid_task_name(task) {
+        return None;
+    }
+    let at = resolved(workspace);
+    std::fs::read_dir(state_root.join("tasks"))
+        .ok()?
+        .flatten()
+        .filter(|key| key.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|key| key.path().join(task))
+        .filter(|folder| super::is_made(folder))
+        .filter_map(|folder| super::load_folder(&folder).ok())
+        .find(|records| {
+            let owner = records[0].workspace.as_ref().unwrap_or(&records[0].source);
+            *owner == at && RepositoryState::of(records) != RepositoryState::Present
+        })
+}
+
+/// `path` canonical as far as it exists (a gone repository's path is compared with the
+/// canonical path its task recorded), the rest joined as given.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => resolved(parent).join(name),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
 }
 
 /// The tasks folder a record's task folder is in.
@@ -743,6 +798,29 @@ fn record_root(record: &TaskRecord) -> PathBuf {
 fn check_deletable(records: &[TaskRecord], force: bool) -> Result<Option<String>> {
     let mut dropped = Vec::new();
     for record in records {
+        let state = record.repository_state();
+        if state != RepositoryState::Present {
+            // the repository at its path is not the task's: judged by the clone alone
+            let left = fetch::left_unfetched(record);
+            match (left, force) {
+                (Some(tip), false) => {
+                    return Err(TaskError::LeftUnfetched {
+                        task: record.task.clone(),
+                        branch: record.branch.clone(),
+                        repository: record.workspace.clone().unwrap_or(record.source.clone()),
+                        state,
+                        tip,
+                        clone: record.clone.clone(),
+                    });
+                }
+                (Some(tip), true) => dropped.push(match record.workspace {
+                    Some(_) => format!("{}: {tip}", record.repo),
+                    None => tip,
+                }),
+                (None, _) => {}
+            }
+            continue;
+        }
         let not_fetched = fetch::unfetched(record);
         if let (Some(why), false) = (&not_fetched, force) {
             return Err(refusal(record, why));
@@ -785,10 +863,10 @@ async fn remove_task(
     Ok(TaskDeleted {
         task: record.task.clone(),
         clone: record.workspace_folder(),
-        kept_ref: records
-            .iter()
-            .any(|r| fetch::host_ref(r).is_some())
-            .then(|| fetched_ref_of(&record.task)),
+        // (the repository at a replaced one's path is not asked: it is not the task's)
+        kept_ref: (RepositoryState::of(&records) == RepositoryState::Present
+            && records.iter().any(|r| fetch::host_ref(r).is_some()))
+        .then(|| fetched_ref_of(&record.task)),
         dropped,
         teardown,
     })

@@ -3,7 +3,7 @@
 //! handoff ends, `devcell fetch --task` brings every commit back to `refs/devcell/tasks/<task>`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -170,5 +170,92 @@ fn a_killed_agent_or_a_removed_container_loses_no_commit_and_fetch_brings_it_bac
     assert_eq!(task["task"], "r", "{s:#}");
     assert_eq!(task["repos"][0]["fetched"], second.as_str(), "{s:#}");
     assert!(task["repos"][0]["fetchedAt"].is_string(), "{s:#}");
+    target.assert_untouched();
+}
+
+/// Issue 27 (spec-note 0536) on the real engine: a clone task that fails at a real step (its
+/// `postCreateCommand` exits 3 in the task's container) returns the envelope that says how to
+/// recover: the message names the task and the repository, `details` has `task`, `source`,
+/// `kept`, `taskFolder`, `mirrors` and the inner error's `causes` chain, and each
+/// `next_actions` command runs as given (`status` lists the task, the retry fails the same
+/// way, `delete --task` removes it); the user's `HEAD` and refs are untouched.
+#[test]
+fn a_clone_task_failing_in_its_container_says_how_to_recover_and_its_commands_run() {
+    if !engine_ready("clone_task_failed_envelope", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let host = Host::new(&[("idle", "true")]);
+    let at = tempfile::Builder::new()
+        .prefix("devcell-clone-fail-")
+        .tempdir()
+        .unwrap();
+    let repo = at.path().join("repo");
+    std::fs::create_dir_all(repo.join(".devcontainer")).unwrap();
+    std::fs::write(
+        repo.join(".devcontainer/devcontainer.json"),
+        format!(
+            r#"{{"image": "{}", "postCreateCommand": "echo refused-by-the-hook >&2; exit 3"}}"#,
+            support::docker::BUSYBOX_IMAGE
+        ),
+    )
+    .unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "a failing hook"]);
+    crate::support::git::give_to_workspace_owner(at.path());
+    let before = super::user_refs(&repo);
+    let head = std::fs::read(repo.join(".git/HEAD")).unwrap();
+
+    let out = host.handoff(&repo, "idle", &["--task", "t"]);
+    assert_ne!(out.status.code(), Some(0));
+    let v = envelope(&out);
+    let e = &v["error"];
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("clone task `t` of `{}`: ", repo.display())),
+        "{v:#}"
+    );
+    let d = &e["details"];
+    assert_eq!(d["task"], "t", "{v:#}");
+    assert_eq!(d["source"], repo.to_str().unwrap(), "{v:#}");
+    assert_eq!(d["kept"], true, "{v:#}");
+    let folder = PathBuf::from(d["taskFolder"].as_str().expect("a task folder"));
+    assert!(folder.is_dir(), "{v:#}");
+    let mirror = d["mirrors"][0].as_str().expect("a mirror");
+    assert!(Path::new(mirror).join("HEAD").is_file(), "{v:#}");
+    let causes = d["causes"].as_array().expect("the inner error's causes");
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.as_str().unwrap_or_default().contains('3')),
+        "the hook's exit status among the causes: {v:#}"
+    );
+
+    // each command runs as given (its `devcell` is this one, with this host's config)
+    let commands: Vec<Vec<String>> = v["next_actions"]
+        .as_array()
+        .expect("next actions")
+        .iter()
+        .filter_map(|a| serde_json::from_value(a["command"].clone()).ok())
+        .collect();
+    let run = |verb: &str| -> Output {
+        let argv = commands
+            .iter()
+            .find(|c| c.get(1).map(String::as_str) == Some(verb))
+            .unwrap_or_else(|| panic!("a `{verb}` action: {v:#}"));
+        assert_eq!(argv[0], "devcell");
+        let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+        host.run(&[&args[..], &["--format", "json"]].concat())
+    };
+    let s = ok(&run("status"));
+    assert!(s.to_string().contains("\"t\""), "the task is listed: {s:#}");
+    let again = envelope(&run("handoff"));
+    assert_eq!(again["error"]["details"]["task"], "t", "{again:#}");
+    ok(&run("delete"));
+    assert!(!folder.exists(), "delete --task removed it");
+    // (the task ref the failed handoff's end fetched, at the base, is the task's)
+    assert_eq!(super::user_refs(&repo), before);
+    assert_eq!(std::fs::read(repo.join(".git/HEAD")).unwrap(), head);
     target.assert_untouched();
 }

@@ -207,9 +207,22 @@ fn the_plan_of_a_clone_task_names_the_project_its_handoff_uses() {
     );
     assert!(name.unwrap().starts_with("src-t-"));
     // issue 30: the plan lists the mail binds the task's handoff adds
-    let run = super::super::mail::request(&state, &records[0]).unwrap();
+    let run = super::super::mail::request(&state, &records[0], None).unwrap();
     assert_eq!(
         planned.mail.map(|d| d.container.binds),
+        Some(run.container.binds)
+    );
+    // `--mail-group team`: the plan and the run join `team`, not the repository's group
+    let team = crate::mail::GroupName::new("team").unwrap();
+    let named = plan_options(&HandoffOptions {
+        mail_group: Some(team.clone()),
+        ..opts.clone()
+    });
+    let run = super::super::mail::request(&state, &records[0], Some(&team)).unwrap();
+    assert_eq!(run.group, team);
+    assert_eq!(named.mail.as_ref().map(|d| &d.group), Some(&team));
+    assert_eq!(
+        named.mail.map(|d| d.container.binds),
         Some(run.container.binds)
     );
 }
@@ -226,7 +239,7 @@ fn a_deleted_tasks_socket_folder_is_removed_unless_its_channel_is_open() {
     let opts = task_options(&repo, "t");
     let quiet = crate::progress::NoopReporter;
     let (records, _lock) = open_task(&opts, &state, &base.join("cache"), &quiet).unwrap();
-    let door = super::super::mail::request(&state, &records[0]).unwrap();
+    let door = super::super::mail::request(&state, &records[0], None).unwrap();
     let folder = door.record().host_socket;
     let key_folder = folder.parent().unwrap().parent().unwrap().to_path_buf();
     let open = door
@@ -582,4 +595,92 @@ fn a_new_repository_at_the_same_path_does_not_inherit_old_tasks() {
     );
     assert!(record.clone.join("a").is_file(), "the old clone is kept");
     // `doctor` reporting it: `orphans::tests`
+}
+
+/// Every file under `dir` with its bytes (links as their target), by path.
+fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_symlink() {
+                let to = std::fs::read_link(e.path()).unwrap();
+                out.push((e.path(), to.into_os_string().into_encoded_bytes()));
+            } else {
+                out.push((e.path(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 27: `delete --task NAME` removes a task of the repository that was at the workspace
+/// path before (replaced by another since) or of one that is gone, as `status --all` lists
+/// them: a task at its base goes at once; one whose clone holds commits past the base is
+/// refused (`LeftUnfetched`, naming the commit and the clone) until `--force`, which drops
+/// them. The repository now at the path is never read or written (its `.git` byte for byte),
+/// and a name no task has is still `NoSuchTask`.
+#[tokio::test]
+async fn delete_task_removes_a_task_of_a_replaced_or_gone_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (source, lost) = (base.join("src"), base.join("lost"));
+    empty_repo(&source);
+    empty_repo(&lost);
+    let (state, cache) = (base.join("state"), base.join("cache"));
+    let quiet = crate::progress::NoopReporter;
+    let make = |repo: &Path, task: &str| {
+        let (mut records, _lock) =
+            open_task(&task_options(repo, task), &state, &cache, &quiet).unwrap();
+        records.remove(0)
+    };
+    let (worked, idle, gone) = (make(&source, "w"), make(&source, "i"), make(&lost, "g"));
+    let tip = crate::handoff::task::test_git::commit(&worked.clone, "agent");
+    std::fs::remove_dir_all(&source).unwrap();
+    empty_repo(&source);
+    std::fs::remove_dir_all(&lost).unwrap();
+    let before = tree_bytes(&source.join(".git"));
+    let engine = crate::engine::fake::FakeEngine::new();
+
+    // at its base: removed, nothing kept in any repository
+    let deleted = delete_task(&engine, &source, "i", false, &state, &quiet)
+        .await
+        .unwrap();
+    assert!(!idle.folder().exists());
+    assert_eq!((deleted.kept_ref, deleted.dropped), (None, None));
+    // its clone holds a commit: refused, named, kept; `--force` drops it
+    let refused = prepare_delete(&source, "w", false, &state).unwrap_err();
+    match &refused {
+        TaskError::LeftUnfetched {
+            tip: named,
+            state: RepositoryState::Replaced,
+            clone,
+            ..
+        } => assert_eq!((named, clone), (&tip, &worked.clone)),
+        other => panic!("{other:?}"),
+    }
+    let hint = crate::diagnostics::Hint::hint(&crate::ops::error::OpsError::from(refused));
+    assert!(hint.unwrap_or_default().contains("--force"));
+    assert!(worked.clone.join("agent").is_file());
+    let deleted = delete_task(&engine, &source, "w", true, &state, &quiet)
+        .await
+        .unwrap();
+    assert_eq!(deleted.dropped.as_deref(), Some(tip.as_str()));
+    assert!(!worked.folder().exists());
+    // a gone repository's task, found by the path it was made from
+    delete_task(&engine, &lost, "g", false, &state, &quiet)
+        .await
+        .unwrap();
+    assert!(!gone.folder().exists());
+    assert_eq!(
+        tree_bytes(&source.join(".git")),
+        before,
+        "the new repository untouched"
+    );
+    let none = prepare_delete(&source, "w", false, &state).unwrap_err();
+    assert!(matches!(none, TaskError::NoSuchTask { .. }), "{none:?}");
 }
