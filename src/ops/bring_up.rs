@@ -181,8 +181,15 @@ pub(crate) async fn after_start(
 )> {
     // before anything of the repository's runs in it (attack P9); a running container `up`
     // reuses keeps its record until its hooks ran
-    if action != ContainerAction::Running {
-        crate::ops::workspace_git::record_before_hooks(&container.id, opts);
+    // (a record that cannot be written is said by `workspace_git::after_hooks` when `up`
+    // succeeds)
+    if action != ContainerAction::Running
+        && let (Some(baseline), Some(state)) = (
+            opts.git_baseline.as_ref(),
+            crate::ops::state_folder::default_root(),
+        )
+    {
+        let _ = crate::security::git_baseline::record(&state, &container.id, baseline);
     }
     let egress = crate::ops::egress::after_start(
         engine,

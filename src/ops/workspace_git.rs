@@ -166,21 +166,6 @@ impl GitWatch {
     }
 }
 
-/// Records `opts`' git entries ([`UpOptions::git_baseline`]) for the container `container_id`
-/// as soon as it exists, before its first hook runs, so that a hook that fails or a devcell
-/// interrupted during the hooks still leaves a container that `exec`, `run-user-commands`,
-/// `down` and the next `up` walk (attack P9, spec-note 0466). A record that cannot be written
-/// is said by [`after_hooks`] when `up` succeeds.
-pub(crate) fn record_before_hooks(container_id: &str, opts: &UpOptions) {
-    let (Some(baseline), Some(state)) = (
-        opts.git_baseline.as_ref(),
-        crate::ops::state_folder::default_root(),
-    ) else {
-        return;
-    };
-    let _ = git_baseline::record(&state, container_id, baseline);
-}
-
 /// Once `up`'s lifecycle hooks ran (or failed): each git entry the container created in the
 /// workspace is moved into devcell's state (`<state>/quarantine/<stamp>/<path>`,
 /// [`crate::security::git_quarantine`]; attack N7, spec-note 0448), said as a warning and an
