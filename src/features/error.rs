@@ -139,11 +139,25 @@ impl crate::diagnostics::Hint for FeatureError {
             FeatureError::InvalidReference { hint, .. } => hint.clone(),
             // the registry failure behind it, found in the chain (a fetch error wraps it)
             FeatureError::Resolve { source, .. } => {
-                std::iter::successors(Some(&**source as &(dyn std::error::Error + 'static)), |e| {
-                    e.source()
-                })
-                .find_map(|e| e.downcast_ref::<crate::oci::OciError>())
-                .and_then(crate::oci::registry::registry_hint)
+                let chain = || {
+                    std::iter::successors(
+                        Some(&**source as &(dyn std::error::Error + 'static)),
+                        |e| e.source(),
+                    )
+                };
+                // a host the registry judgement did not clear names its grant (attack 23, N14)
+                chain()
+                    .find_map(|e| match e.downcast_ref::<super::fetch::FetchError>() {
+                        Some(super::fetch::FetchError::RegistryNotJudged { host, .. }) => {
+                            Some(super::fetch::registry_grant_hint(host))
+                        }
+                        _ => None,
+                    })
+                    .or_else(|| {
+                        chain()
+                            .find_map(|e| e.downcast_ref::<crate::oci::OciError>())
+                            .and_then(crate::oci::registry::registry_hint)
+                    })
             }
             FeatureError::Cycle { .. } => Some(
                 "remove one `dependsOn` or `installsAfter` edge of the cycle, or check `overrideFeatureInstallOrder`".into(),

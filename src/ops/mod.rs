@@ -35,6 +35,7 @@ pub mod exec_user;
 pub mod executor;
 #[cfg(test)]
 mod fake_engine_tests;
+pub(crate) mod feature_registries;
 pub mod features_info;
 pub mod features_publish;
 pub mod features_test;
