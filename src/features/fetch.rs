@@ -112,12 +112,7 @@ pub fn url_host(url: &str) -> String {
     host.to_ascii_lowercase()
 }
 
-/// The hint of a Feature refused for its registry host: the one-run grant that clears it.
-pub fn registry_grant_hint(host: &str) -> String {
-    format!(
-        "under a closed network devcell fetches Features only from registries the committed configuration names or you grant; if you trust `{host}`, pass `--allow registry:{host}`"
-    )
-}
+pub use super::error::registry_grant_hint;
 
 impl std::fmt::Display for FeatureSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -133,7 +128,7 @@ impl crate::diagnostics::Hint for FetchError {
     fn hint(&self) -> Option<String> {
         match self {
             FetchError::Oci { source, .. } => crate::oci::registry::registry_hint(source),
-            FetchError::RegistryNotJudged { host, .. } => Some(registry_grant_hint(host)),
+            FetchError::RegistryNotJudged(u) => Some(registry_grant_hint(&u.host)),
             _ => None,
         }
     }
@@ -153,15 +148,8 @@ pub enum FetchError {
     },
     /// The Feature's registry host is not among the hosts the caller's registry judgement
     /// cleared ([`FetchOptions::allowed_hosts`]): nothing was fetched.
-    #[error(
-        "Feature `{feature}` is on registry `{host}`, which this run's registry judgement did not clear for a closed network: not fetched"
-    )]
-    RegistryNotJudged {
-        /// The Feature reference.
-        feature: String,
-        /// The registry host (lowercased, with its port).
-        host: String,
-    },
+    #[error("cannot fetch Feature `{}`", .0.feature)]
+    RegistryNotJudged(#[source] super::error::UnjudgedRegistry),
     /// The artifact is not a Feature (media types, layers, metadata).
     #[error("`{feature}` is not a Feature artifact: {reason}")]
     NotAFeature {
@@ -503,10 +491,12 @@ impl Fetcher {
         if allowed.contains(&host) {
             return Ok(());
         }
-        Err(FetchError::RegistryNotJudged {
-            feature: source.to_string(),
-            host,
-        })
+        Err(FetchError::RegistryNotJudged(
+            super::error::UnjudgedRegistry {
+                feature: source.to_string(),
+                host,
+            },
+        ))
     }
 
     fn oci_err(feature: &str) -> impl FnOnce(OciError) -> FetchError + '_ {
@@ -1030,16 +1020,17 @@ mod tests {
         for source in &sources {
             let refused = f.resolve(source).await.unwrap_err();
             assert!(
-                matches!(&refused, FetchError::RegistryNotJudged { host: h, .. } if *h == host),
+                matches!(&refused, FetchError::RegistryNotJudged(u) if u.host == host),
                 "{refused:?}"
             );
-            assert!(refused.to_string().contains(&host), "{refused}");
+            let all = format!("{refused} {}", std::error::Error::source(&refused).unwrap());
+            assert!(all.contains(&host), "{all}");
             let hint = crate::diagnostics::Hint::hint(&refused).unwrap();
             assert!(hint.contains(&format!("--allow registry:{host}")), "{hint}");
             let pin = format!("sha256:{}", "0".repeat(64));
             assert!(matches!(
                 f.resolve_pinned(source, &pin).await,
-                Err(FetchError::RegistryNotJudged { .. })
+                Err(FetchError::RegistryNotJudged(_))
             ));
         }
         // the error a plan returns names the grant too

@@ -25,7 +25,11 @@ use std::path::{Path, PathBuf};
 ///
 /// Errors: the security choice's; the fetcher's (cache, registry settings).
 pub(crate) fn feature_fetcher(opts: &UpOptions) -> Result<crate::features::fetch::Fetcher> {
-    let choice = crate::ops::permissions::security_choice(&opts.security, &opts.settings)?;
+    let choice = crate::security::Choice::resolve(
+        &opts.security,
+        &opts.settings,
+        crate::security::choice::UP_NETWORK,
+    )?;
     let closed = matches!(
         choice.profile,
         crate::security::SecurityProfile::Hardened(_)
