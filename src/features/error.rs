@@ -125,6 +125,26 @@ pub enum FeatureError {
     },
 }
 
+/// A Feature's registry host outside the hosts a registry judgement cleared (attack 23,
+/// N14): the cause of [`super::fetch::FetchError::RegistryNotJudged`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "Feature `{feature}` is on registry `{host}`, which this run's registry judgement did not clear for a closed network: not fetched"
+)]
+pub struct UnjudgedRegistry {
+    /// The Feature reference.
+    pub feature: String,
+    /// The registry host (lowercased, with its port).
+    pub host: String,
+}
+
+/// The hint of a Feature refused for its registry host: the one-run grant that clears it.
+pub fn registry_grant_hint(host: &str) -> String {
+    format!(
+        "under a closed network devcell fetches Features only from registries the committed configuration names or you grant; if you trust `{host}`, pass `--allow registry:{host}`"
+    )
+}
+
 fn location_suffix(line: usize, column: usize) -> String {
     if line == 0 {
         String::new()
@@ -139,11 +159,21 @@ impl crate::diagnostics::Hint for FeatureError {
             FeatureError::InvalidReference { hint, .. } => hint.clone(),
             // the registry failure behind it, found in the chain (a fetch error wraps it)
             FeatureError::Resolve { source, .. } => {
-                std::iter::successors(Some(&**source as &(dyn std::error::Error + 'static)), |e| {
-                    e.source()
-                })
-                .find_map(|e| e.downcast_ref::<crate::oci::OciError>())
-                .and_then(crate::oci::registry::registry_hint)
+                let chain = || {
+                    std::iter::successors(
+                        Some(&**source as &(dyn std::error::Error + 'static)),
+                        |e| e.source(),
+                    )
+                };
+                // a host the registry judgement did not clear names its grant (attack 23, N14)
+                chain()
+                    .find_map(|e| e.downcast_ref::<UnjudgedRegistry>())
+                    .map(|u| registry_grant_hint(&u.host))
+                    .or_else(|| {
+                        chain()
+                            .find_map(|e| e.downcast_ref::<crate::oci::OciError>())
+                            .and_then(crate::oci::registry::registry_hint)
+                    })
             }
             FeatureError::Cycle { .. } => Some(
                 "remove one `dependsOn` or `installsAfter` edge of the cycle, or check `overrideFeatureInstallOrder`".into(),

@@ -89,6 +89,31 @@ impl FeatureSource {
     }
 }
 
+impl FeatureSource {
+    /// The host this source is fetched from, lowercased with its port: an OCI reference's
+    /// registry (its first component), a tarball URL's host (without credentials); `None` for
+    /// a local folder.
+    pub fn host(&self) -> Option<String> {
+        match self {
+            FeatureSource::Oci(reference) => {
+                reference.split('/').next().map(|h| h.to_ascii_lowercase())
+            }
+            FeatureSource::Tarball(url) => Some(url_host(url)),
+            FeatureSource::Local(_) => None,
+        }
+    }
+}
+
+/// The host of a URL (`scheme://[user@]host[:port]/…`), lowercased with its port.
+pub fn url_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    host.to_ascii_lowercase()
+}
+
+pub use super::error::registry_grant_hint;
+
 impl std::fmt::Display for FeatureSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -103,6 +128,7 @@ impl crate::diagnostics::Hint for FetchError {
     fn hint(&self) -> Option<String> {
         match self {
             FetchError::Oci { source, .. } => crate::oci::registry::registry_hint(source),
+            FetchError::RegistryNotJudged(u) => Some(registry_grant_hint(&u.host)),
             _ => None,
         }
     }
@@ -120,6 +146,10 @@ pub enum FetchError {
         #[source]
         source: OciError,
     },
+    /// The Feature's registry host is not among the hosts the caller's registry judgement
+    /// cleared ([`FetchOptions::allowed_hosts`]): nothing was fetched.
+    #[error("cannot fetch Feature `{}`", .0.feature)]
+    RegistryNotJudged(#[source] super::error::UnjudgedRegistry),
     /// The artifact is not a Feature (media types, layers, metadata).
     #[error("`{feature}` is not a Feature artifact: {reason}")]
     NotAFeature {
@@ -186,6 +216,12 @@ pub struct FetchOptions {
     pub refresh_tags: bool,
     /// Registry access: mirrors, insecure registries, CA certificates, Docker config.
     pub registry: RegistryOptions,
+    /// The registry hosts (lowercased, with their port) a Feature may be fetched from, when
+    /// the caller's registry judgement bounds them (a closed network under `hardened`, attack
+    /// K12; attack 23, N14); `None`: any host. A Feature on another host (a `dependsOn` the
+    /// judgement did not see) is refused before anything is sent or read from the cache
+    /// ([`FetchError::RegistryNotJudged`]).
+    pub allowed_hosts: Option<std::collections::BTreeSet<String>>,
 }
 
 /// What an operation's flags choose about fetching Features; registry access is not among
@@ -199,6 +235,8 @@ pub struct FetchFlags {
     /// Ignore cached tag → digest resolutions when the registry cannot be reached
     /// ([`FetchOptions::refresh_tags`]).
     pub refresh_tags: bool,
+    /// The registry hosts Features may come from ([`FetchOptions::allowed_hosts`]).
+    pub allowed_hosts: Option<std::collections::BTreeSet<String>>,
 }
 
 /// A resolved Feature: its metadata and what pins it.
@@ -316,6 +354,7 @@ impl Fetcher {
             offline: flags.offline,
             refresh_tags: flags.refresh_tags,
             registry: RegistryOptions::from_settings(registries),
+            allowed_hosts: flags.allowed_hosts,
         })
     }
 
@@ -354,6 +393,7 @@ impl Fetcher {
     /// [`FetchError::Oci`] (network, digest, offline miss), [`FetchError::NotAFeature`],
     /// [`FetchError::Metadata`], [`FetchError::Io`].
     pub async fn resolve(&self, source: &FeatureSource) -> Result<ResolvedFeature> {
+        self.check_host(source)?;
         match source {
             FeatureSource::Oci(r) => self.resolve_oci(source, r, None).await,
             FeatureSource::Tarball(url) => self.resolve_tarball(source, url, None).await,
@@ -372,6 +412,7 @@ impl Fetcher {
         source: &FeatureSource,
         integrity: &str,
     ) -> Result<ResolvedFeature> {
+        self.check_host(source)?;
         match source {
             FeatureSource::Oci(r) => self.resolve_oci(source, r, Some(integrity)).await,
             FeatureSource::Tarball(url) => self.resolve_tarball(source, url, Some(integrity)).await,
@@ -439,6 +480,23 @@ impl Fetcher {
         let resolved = self.resolve(source).await?;
         self.fetch(&resolved, dest).await?;
         Ok(resolved)
+    }
+
+    /// Refuses `source` when its registry host is outside [`FetchOptions::allowed_hosts`]
+    /// (a local Feature has none).
+    fn check_host(&self, source: &FeatureSource) -> Result<()> {
+        let (Some(allowed), Some(host)) = (&self.options.allowed_hosts, source.host()) else {
+            return Ok(());
+        };
+        if allowed.contains(&host) {
+            return Ok(());
+        }
+        Err(FetchError::RegistryNotJudged(
+            super::error::UnjudgedRegistry {
+                feature: source.to_string(),
+                host,
+            },
+        ))
     }
 
     fn oci_err(feature: &str) -> impl FnOnce(OciError) -> FetchError + '_ {
@@ -937,5 +995,63 @@ mod tests {
         );
         // A second fetch into the same place refuses to overwrite.
         assert!(f.fetch(&r, &dest).await.is_err());
+    }
+
+    /// Attack 23, N14 (defence in depth): a fetcher bounded to the judged registry hosts
+    /// refuses a Feature on any other host, OCI or tarball, pinned or not, naming the host
+    /// and its grant, and sends nothing (a tripwire listener on that host sees no
+    /// connection); a judged host and a local Feature pass the check.
+    #[tokio::test]
+    async fn a_feature_on_a_host_the_judgement_did_not_clear_is_refused_unsent() {
+        let tripwire = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        tripwire.set_nonblocking(true).unwrap();
+        let host = format!("127.0.0.1:{}", tripwire.local_addr().unwrap().port());
+        let cache = tempfile::tempdir().unwrap();
+        let f = Fetcher::new(FetchOptions {
+            cache_dir: Some(cache.path().to_owned()),
+            allowed_hosts: Some(["ghcr.io".to_string()].into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let sources = [
+            FeatureSource::Oci(format!("{host}/exfil/f:secret")),
+            FeatureSource::Tarball(format!("http://u@{host}/devcontainer-feature-f.tgz")),
+        ];
+        for source in &sources {
+            let refused = f.resolve(source).await.unwrap_err();
+            assert!(
+                matches!(&refused, FetchError::RegistryNotJudged(u) if u.host == host),
+                "{refused:?}"
+            );
+            let all = format!("{refused} {}", std::error::Error::source(&refused).unwrap());
+            assert!(all.contains(&host), "{all}");
+            let hint = crate::diagnostics::Hint::hint(&refused).unwrap();
+            assert!(hint.contains(&format!("--allow registry:{host}")), "{hint}");
+            let pin = format!("sha256:{}", "0".repeat(64));
+            assert!(matches!(
+                f.resolve_pinned(source, &pin).await,
+                Err(FetchError::RegistryNotJudged(_))
+            ));
+        }
+        // the error a plan returns names the grant too
+        let wrapped = FeatureError::Resolve {
+            feature: sources[0].to_string(),
+            source: Box::new(f.resolve(&sources[0]).await.unwrap_err()),
+        };
+        let hint = crate::diagnostics::Hint::hint(&wrapped).unwrap();
+        assert!(hint.contains(&format!("--allow registry:{host}")), "{hint}");
+        assert!(
+            matches!(tripwire.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the fetcher connected to the host it refused"
+        );
+        assert_eq!(
+            FeatureSource::Oci("GHCR.io/a/b:1".into()).host().as_deref(),
+            Some("ghcr.io")
+        );
+        assert!(
+            f.check_host(&FeatureSource::Oci("ghcr.io/a/b:1".into()))
+                .is_ok()
+        );
+        assert!(f.check_host(&FeatureSource::Local("/x".into())).is_ok());
     }
 }

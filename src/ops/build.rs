@@ -168,10 +168,14 @@ pub async fn build_with(
     let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
     let kind = loaded.typed.kind();
     check_request(opts, &loaded, kind)?;
-    let (up_opts, mut early) = judged_build_options(opts, &loaded, (&profile, &grants), network)?;
+    let (mut up_opts, mut early) =
+        judged_build_options(opts, &loaded, (&profile, &grants), network)?;
     // the registries the build pulls from, judged as `up` judges them, before anything is
-    // pulled (attack K12; attack 23, N18)
-    let registries = crate::ops::permissions::judged_registries(
+    // pulled (attack K12; attack 23, N18); the Features are then fetched from those cleared
+    let crate::ops::permissions::JudgedRegistries {
+        requests: registries,
+        hosts,
+    } = crate::ops::permissions::judged_registries(
         Some(engine),
         &loaded,
         &up_opts.target.env,
@@ -183,6 +187,7 @@ pub async fn build_with(
         return Err(refused.into());
     }
     early.requests.extend(registries);
+    up_opts.registry_hosts = Some(hosts);
     let mut warnings = loaded.warnings.clone();
     warnings.extend(early.warning.iter().map(|message| Warning {
         location: None,

@@ -17,10 +17,26 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// The Feature fetcher of an `up`: its cache folder and the user's registry settings.
+/// The Feature fetcher of an `up`: its cache folder and the user's registry settings. Under
+/// `hardened` with a closed network it fetches only from the registry hosts the judgement
+/// cleared ([`UpOptions::registry_hosts`]; none when no judgement ran), so a Feature the
+/// judgement did not see (a `dependsOn` of a fetched Feature, a path that forgot to judge)
+/// fails closed, naming its host and grant (attack 23, N14).
+///
+/// Errors: the security choice's; the fetcher's (cache, registry settings).
 pub(crate) fn feature_fetcher(opts: &UpOptions) -> Result<crate::features::fetch::Fetcher> {
+    let choice = crate::security::Choice::resolve(
+        &opts.security,
+        &opts.settings,
+        crate::security::choice::UP_NETWORK,
+    )?;
+    let closed = matches!(
+        choice.profile,
+        crate::security::SecurityProfile::Hardened(_)
+    ) && choice.network.closed();
     let flags = crate::features::fetch::FetchFlags {
         cache_dir: opts.cache_dir.clone(),
+        allowed_hosts: closed.then(|| opts.registry_hosts.clone().unwrap_or_default()),
         ..Default::default()
     };
     Ok(crate::features::fetch::Fetcher::for_operation(

@@ -36,6 +36,7 @@ pub mod executor;
 pub(crate) mod existing;
 #[cfg(test)]
 mod fake_engine_tests;
+pub(crate) mod feature_registries;
 pub mod features_info;
 pub mod features_publish;
 pub mod features_test;

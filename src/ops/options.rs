@@ -141,6 +141,12 @@ pub struct UpOptions {
     /// `--gpu-availability all|detect|none` (default `detect`), settled against the engine
     /// before the configuration is judged ([`crate::ops::gpu::resolve`]).
     pub gpu_availability: GpuAvailability,
+    /// The registry hosts this run's registry judgement cleared (committed or granted;
+    /// [`crate::ops::permissions::judged_registries`], attack K12): under `hardened` with a
+    /// closed network the only hosts Features are fetched from
+    /// ([`crate::ops::entries::feature_fetcher`]; attack 23, N14). `None` until a judgement
+    /// ran: then no Feature is fetched from any registry under a closed network.
+    pub registry_hosts: Option<std::collections::BTreeSet<String>>,
 }
 
 /// How images are built: `build`'s flags (`up` uses the defaults).

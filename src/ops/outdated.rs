@@ -202,6 +202,8 @@ fn fetcher(opts: &OutdatedOptions, reporter: Arc<dyn Reporter>) -> Result<Fetche
         offline: false,
         // Tags move: always ask the registry.
         refresh_tags: true,
+        // a command the user points at a configuration to ask its registries
+        allowed_hosts: None,
     };
     Fetcher::for_operation(&opts.registries, flags)
         .map_err(|e| {

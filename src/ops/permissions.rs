@@ -253,6 +253,9 @@ pub(crate) struct EarlyRequests {
     pub(crate) build_network: Option<Option<String>>,
     /// A granted build argument persists in the image history: said once.
     pub(crate) warning: Option<String>,
+    /// The registry hosts the registry judgement cleared ([`JudgedRegistries::hosts`]), once
+    /// it ran: what [`with_build_network`] gives the Features' fetcher.
+    pub(crate) registry_hosts: Option<std::collections::BTreeSet<String>>,
 }
 
 /// `opts` with the host environment substitution and the engine may read
@@ -275,6 +278,10 @@ pub(crate) fn with_build_network(opts: UpOptions, early: &EarlyRequests) -> UpOp
             network: early.build_network.clone(),
             ..opts.build.clone()
         },
+        registry_hosts: early
+            .registry_hosts
+            .clone()
+            .or_else(|| opts.registry_hosts.clone()),
         ..opts
     }
 }
@@ -358,6 +365,7 @@ pub(crate) fn early_requests(
         host_env,
         build_network: forced.then_some(decided.network),
         warning,
+        registry_hosts: None,
     })
 }
 
@@ -371,7 +379,9 @@ pub(crate) fn early_requests(
 /// not `--pull`). The committed side: the `HEAD` versions of devcontainer.json and of the
 /// Dockerfile (every stage, with the committed `build.args`). Only engine reads and devcell's
 /// hardened host git; nothing is pulled or fetched. None under `reference` or an open network.
-/// Without an `engine` (a preview with none) nothing counts as present.
+/// Without an `engine` (a preview with none) nothing counts as present. The local Features'
+/// `dependsOn` (followed through local ones) name Features too, each judged against the
+/// committed versions of the same `devcontainer-feature.json` files (attack 23, N14).
 ///
 /// Errors: [`OpsError::Engine`] when the engine cannot be asked.
 pub(crate) async fn registry_requests(
@@ -380,13 +390,17 @@ pub(crate) async fn registry_requests(
     request: Option<&BuildRequest>,
     (profile, grants): (&SecurityProfile, &Grants),
     closed: bool,
-) -> Result<Vec<PermissionRequest>> {
+) -> Result<JudgedRegistries> {
     use security::registries::{
         Named, build_args, configuration_names, dockerfile_hosts, image_host, judge_registries_at,
         named_by_every,
     };
+    let granted = || JudgedRegistries {
+        requests: Vec::new(),
+        hosts: grants.registries.clone(),
+    };
     if !closed || !matches!(profile, SecurityProfile::Hardened(_)) {
-        return Ok(Vec::new());
+        return Ok(granted());
     }
     let kind = loaded.typed.kind();
     let mut named = Vec::new();
@@ -398,6 +412,8 @@ pub(crate) async fn registry_requests(
         }
         named.push(n);
     }
+    let local_features = crate::ops::feature_registries::local_dependencies(loaded);
+    named.extend(local_features.named.iter().cloned());
     let dockerfile = match (kind, request) {
         (ConfigKind::Dockerfile, Some(request)) => {
             crate::ops::dockerfile_judge::judged_text(loaded, request, profile, grants)
@@ -429,7 +445,7 @@ pub(crate) async fn registry_requests(
         }
     }
     if named.is_empty() {
-        return Ok(Vec::new());
+        return Ok(granted());
     }
     // the committed side: what `HEAD` has of the same files, and what the user had before a
     // fetch-back brought the agent's commits into that branch: a host every version names
@@ -466,13 +482,30 @@ pub(crate) async fn registry_requests(
             dockerfile_hosts(text, &args)
         }));
     }
-    Ok(judge_registries_at(
+    committed.extend(local_features.committed_hosts(&loaded.workspace_folder));
+    let requests = judge_registries_at(
         &loaded.workspace_folder,
         profile,
         grants,
         closed,
         (&named, &committed),
-    ))
+    );
+    committed.extend(grants.registries.iter().cloned());
+    Ok(JudgedRegistries {
+        requests,
+        hosts: committed,
+    })
+}
+
+/// What the registry judgement ([`registry_requests`]) decided.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JudgedRegistries {
+    /// One [`security::Permission::Registry`] request per host the committed side does not
+    /// name, judged.
+    pub(crate) requests: Vec<PermissionRequest>,
+    /// The hosts Features may be fetched from under a closed network: those the committed
+    /// side names and those the user granted ([`UpOptions::registry_hosts`]).
+    pub(crate) hosts: std::collections::BTreeSet<String>,
 }
 
 /// The registry judgement (attack K12) of a Compose configuration's project `target`
@@ -597,7 +630,8 @@ fn committed_texts_of(
 /// The one registry judgement (attack K12) of everything that pulls or fetches for a
 /// configuration: `up`, a handoff, its plan and preview, and `devcell build` (attack 23, N18):
 /// [`registry_requests`] with the Dockerfile build `up` would make of `loaded` with the
-/// judged host environment `host_env`, when the user's network is `closed`.
+/// judged host environment `host_env`, when the user's network is `closed`; with the hosts
+/// the Features' fetcher may then reach.
 ///
 /// Errors: as [`registry_requests`].
 pub(crate) async fn judged_registries(
@@ -606,9 +640,40 @@ pub(crate) async fn judged_registries(
     host_env: &std::collections::HashMap<String, String>,
     (profile, grants): (&SecurityProfile, &Grants),
     closed: bool,
-) -> Result<Vec<PermissionRequest>> {
+) -> Result<JudgedRegistries> {
     let build = build_request(loaded, host_env).ok();
     registry_requests(engine, loaded, build.as_ref(), (profile, grants), closed).await
+}
+
+/// `opts` with the hosts the Features' fetcher may reach ([`UpOptions::registry_hosts`]) from
+/// the registry judgement of `loaded` under `opts`' choice, when no judgement gave them yet:
+/// for a step that resolves Features outside `up`'s flow (the drift check of
+/// `--environment`). Its requests are not asked here: `up` refused them before.
+///
+/// Errors: the security choice's; as [`registry_requests`].
+pub(crate) async fn with_registry_hosts(
+    engine: &dyn Engine,
+    loaded: &LoadedConfiguration,
+    opts: &UpOptions,
+) -> Result<UpOptions> {
+    if opts.registry_hosts.is_some() {
+        return Ok(opts.clone());
+    }
+    let choice = security_choice(&opts.security, &opts.settings)?;
+    let (profile, grants) = (&choice.profile, &choice.grants);
+    let judged = judged_options(opts, profile, grants);
+    let registries = judged_registries(
+        Some(engine),
+        loaded,
+        &judged.target.env,
+        (profile, grants),
+        choice.network.closed(),
+    )
+    .await?;
+    Ok(UpOptions {
+        registry_hosts: Some(registries.hosts),
+        ..opts.clone()
+    })
 }
 
 /// Whether the engine (when there is one) has `reference`, so nothing pulls it; a reference
@@ -990,12 +1055,15 @@ pub(crate) async fn judge_configuration(
         loaded,
     } = choice;
     let network = *network;
-    let judged = judged_options(opts, profile, grants);
-    let early = early_requests(loaded, &judged, profile, grants, network)?;
+    let mut judged = judged_options(opts, profile, grants);
+    let mut early = early_requests(loaded, &judged, profile, grants, network)?;
     let (init_stage, host_requests) = host_commands(loaded, profile, grants)?;
     // the registries a closed container's pulls would reach (attack K12), judged before the
-    // Features' metadata is fetched below
-    let registries = judged_registries(
+    // Features' metadata is fetched below, which then reaches only the hosts cleared here
+    let JudgedRegistries {
+        requests: registries,
+        hosts,
+    } = judged_registries(
         Some(engine),
         loaded,
         &judged.target.env,
@@ -1003,6 +1071,8 @@ pub(crate) async fn judge_configuration(
         network.closed(),
     )
     .await?;
+    judged.registry_hosts = Some(hosts.clone());
+    early.registry_hosts = Some(hosts);
     let registry_refused = registries
         .iter()
         .any(|r| r.status != security::RequestStatus::Granted);

@@ -116,17 +116,21 @@ pub(crate) async fn preview_container(
     let opts =
         &crate::ops::gpu::planned_options(engine, opts, &loaded.typed, &mut preview.notes).await?;
     let mut early = early_requests(&loaded, opts, profile, grants, network)?;
-    // the registries a closed container's pulls would reach, as `up` judges them (K12)
-    early.requests.extend(
-        crate::ops::permissions::judged_registries(
-            engine,
-            &loaded,
-            &opts.target.env,
-            (profile, grants),
-            network.closed(),
-        )
-        .await?,
-    );
+    // the registries a closed container's pulls would reach, as `up` judges them (K12); the
+    // Features' metadata is then read only from the hosts cleared
+    let judged = crate::ops::permissions::judged_registries(
+        engine,
+        &loaded,
+        &opts.target.env,
+        (profile, grants),
+        network.closed(),
+    )
+    .await?;
+    early.requests.extend(judged.requests);
+    let opts = &UpOptions {
+        registry_hosts: Some(judged.hosts),
+        ..opts.clone()
+    };
     preview.host_env = early.host_env.clone();
     preview.notes.extend(early.warning.clone());
     let mut preview =

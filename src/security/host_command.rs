@@ -581,7 +581,9 @@ mod tests {
         assert!(c.files.is_empty() && c.uncovered.is_empty(), "{c:?}");
         // a shell, an interpreter or a build tool reads a file of the folder Compose runs in:
         // `sh` ran the workspace's `compose` (attack 23, N19), so no grant of it stands
-        for program in ["sh", "make", "npx"] {
+        // `docker` ran Compose again: a standing grant of it pinned nothing (attack 24's
+        // review); engine and Compose CLIs are one-run grants too
+        for program in ["sh", "make", "npx", "docker", "podman", "docker-compose"] {
             let c = cover_provider("p".into(), &serde_json::json!({"type": program}), &ws);
             assert!(c.files.is_empty() && c.digest().is_none(), "{c:?}");
             assert!(

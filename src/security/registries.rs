@@ -54,12 +54,7 @@ pub fn image_host(reference: &str) -> String {
 pub fn feature_host(key: &str) -> Option<String> {
     match FeatureRef::parse(key).ok()? {
         FeatureRef::Oci { registry, .. } => Some(registry.to_ascii_lowercase()),
-        FeatureRef::Tarball { url, .. } => {
-            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            Some(host.to_ascii_lowercase())
-        }
+        FeatureRef::Tarball { url, .. } => Some(crate::features::fetch::url_host(&url)),
         FeatureRef::Local { .. } => None,
     }
 }

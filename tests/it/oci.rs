@@ -27,6 +27,7 @@ fn fetcher(cache: &Path, registry: RegistryOptions, offline: bool) -> Fetcher {
             docker_config: Some(PathBuf::from("/nonexistent/docker-config.json")),
             ..registry
         },
+        allowed_hosts: None,
     })
     .expect("fetcher")
 }
@@ -1075,6 +1076,7 @@ fn identity_token_is_exchanged_for_scoped_access_tokens() {
                 docker_config: Some(config_dir.path().join("config.json")),
                 ..RegistryOptions::default()
             },
+            allowed_hosts: None,
         })
         .unwrap()
     };

@@ -66,6 +66,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
             owned_sources: Vec::new(),
             // set from the `--environment` record by `up_recorded`
             recorded_features: None,
+            // set by the registry judgement
+            registry_hosts: None,
             update_remote_user_uid_default: match args.update_remote_user_uid_default {
                 UidDefault::On => UidUpdateDefault::On,
                 UidDefault::Off => UidUpdateDefault::Off,

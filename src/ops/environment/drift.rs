@@ -155,18 +155,21 @@ pub(super) async fn current_inputs(
         command: "check".into(),
         configuration: configuration_record(loaded, &Value::Null)?,
         base_image: base_image(engine, loaded).await?,
-        features: resolved_features(loaded, opts)
-            .await?
-            .into_iter()
-            .map(|(key, digest)| {
-                let pin = FeaturePin {
-                    digest,
-                    resolved: None,
-                    version: None,
-                };
-                (key, pin)
-            })
-            .collect(),
+        features: resolved_features(
+            loaded,
+            &crate::ops::permissions::with_registry_hosts(engine, loaded, opts).await?,
+        )
+        .await?
+        .into_iter()
+        .map(|(key, digest)| {
+            let pin = FeaturePin {
+                digest,
+                resolved: None,
+                version: None,
+            };
+            (key, pin)
+        })
+        .collect(),
         image: BuiltImage::default(),
         security,
         verify: verify_commands(&loaded.value),

@@ -391,6 +391,14 @@ pub fn judge_provider(program_word: &str, place: &Place<'_>) -> Judged {
         {
             program_file(program_word, &file, place, 0, &mut out);
         }
+    } else if ENGINE_CLIS.contains(&program_word) {
+        // `docker compose …` is Compose again, with its plugins and the project files of the
+        // folder it runs in: what it runs is not pinned (attack 24's review)
+        out.refuse(
+            program_word,
+            "a provider program that is an engine or Compose CLI: it runs Compose and its \
+             plugins again, and what they run is not pinned",
+        );
     } else if SHELLS.contains(&program_word)
         || SCRIPT_RUNNERS.contains(&program_word)
         || RUNS_OTHERS.contains(&program_word)
@@ -408,6 +416,16 @@ pub fn judge_provider(program_word: &str, place: &Place<'_>) -> Judged {
     }
     out.finish()
 }
+
+/// Engine and Compose CLIs as a Compose provider `type`: each runs `<type> compose …`, that is
+/// Compose (or its plugins) again, so a grant of one pins nothing; one-run only.
+const ENGINE_CLIS: &[&str] = &[
+    "docker",
+    "podman",
+    "nerdctl",
+    "docker-compose",
+    "podman-compose",
+];
 
 /// One shell word after quote removal.
 #[derive(Debug, Clone)]

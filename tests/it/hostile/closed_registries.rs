@@ -253,3 +253,54 @@ fn a_compose_service_the_agent_added_does_not_reach_a_new_registry() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(hits.load(Ordering::SeqCst), 0);
 }
+
+/// N14: a local Feature's `devcontainer-feature.json` is workspace content; its `dependsOn`
+/// (and a local `dependsOn`'s own) named Features devcell fetched under `--network none`
+/// without a request, since the judgement read only devcontainer.json's `features`. The
+/// hosts a local Feature names are judged as devcontainer.json's are: refused before any
+/// Feature is resolved, nothing reached, directly and through a second local Feature.
+#[test]
+fn a_local_features_depends_on_does_not_reach_a_new_registry() {
+    let feature = |id: &str, depends_on: &str| {
+        format!(r#"{{"id": "{id}", "version": "1.0.0", "dependsOn": {depends_on}}}"#)
+    };
+    let Some(ctx) = committed_workspace(
+        "k12_local_feature_depends_on",
+        &[
+            (
+                ".devcontainer/devcontainer.json",
+                r#"{"image": "IMAGE", "features": {"./myfeat": {}}}"#,
+            ),
+            (
+                ".devcontainer/myfeat/devcontainer-feature.json",
+                &feature("myfeat", "{}"),
+            ),
+            (".devcontainer/myfeat/install.sh", "#!/bin/sh\ntrue\n"),
+        ],
+    ) else {
+        return;
+    };
+    let (port, hits) = tripwire();
+    let secret = format!(r#"{{"127.0.0.1:{port}/exfil/f:secret-k4": {{}}}}"#);
+    // the agent's edit: `myfeat` depends on a Feature on its registry
+    ctx.write(
+        ".devcontainer/myfeat/devcontainer-feature.json",
+        &feature("myfeat", &secret),
+    );
+    let out = ctx.output("up", &["--network", "none"]);
+    assert_refused_unreached(&out, port, &hits);
+    assert!(text(&out).contains("Feature `myfeat`"), "{}", text(&out));
+    // …and through a local Feature it adds, which `myfeat` depends on
+    ctx.write(
+        ".devcontainer/myfeat/devcontainer-feature.json",
+        &feature("myfeat", r#"{"./helper": {}}"#),
+    );
+    ctx.write(
+        ".devcontainer/helper/devcontainer-feature.json",
+        &feature("helper", &secret),
+    );
+    ctx.write(".devcontainer/helper/install.sh", "#!/bin/sh\ntrue\n");
+    let out = ctx.output("up", &["--network", "none"]);
+    assert_refused_unreached(&out, port, &hits);
+    assert!(ctx.containers().is_empty(), "created: {}", text(&out));
+}
