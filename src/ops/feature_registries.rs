@@ -13,7 +13,7 @@ use crate::features::FeatureRef;
 use crate::features::metadata::{FEATURE_FILE, FeatureMetadata, read_feature_file};
 use crate::ops::load::LoadedConfiguration;
 use crate::security::Source;
-use crate::security::registries::{Named, committed_texts, feature_host, named_by_every};
+use crate::security::registries::{Named, feature_host, named_by_every};
 
 /// The most local Feature folders [`local_dependencies`] reads: a bound on a graph the
 /// repository writes (the resolver itself refuses cycles).
@@ -76,16 +76,22 @@ pub(crate) fn local_dependencies(loaded: &LoadedConfiguration) -> LocalDependenc
 }
 
 impl LocalDependencies {
-    /// The committed side: the hosts every committed version (`HEAD`, and the user's commit
-    /// before a fetch-back, [`committed_texts`]) of each file read names in its `dependsOn`.
-    /// A file git does not track names none.
-    pub(crate) fn committed_hosts(&self, workspace: &Path) -> BTreeSet<String> {
+    /// The committed side: the hosts every committed version of each file read names in its
+    /// `dependsOn`, the versions of a (resolved) file being what `committed` reads: `HEAD`'s
+    /// and the user's commit before a fetch-back
+    /// ([`crate::security::registries::committed_texts`]), or, for a clone task,
+    /// the user's repository at the task's base, never the clone (attack 25, P6). A file git
+    /// does not track names none.
+    pub(crate) fn committed_hosts(
+        &self,
+        committed: impl Fn(&Path) -> Vec<Option<String>>,
+    ) -> BTreeSet<String> {
         let resolved =
             |p: &Path| crate::security::host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
         self.files
             .iter()
             .flat_map(|file| {
-                let versions = committed_texts(&resolved(file), workspace);
+                let versions = committed(&resolved(file));
                 named_by_every(&versions, |_, text| dependency_hosts(text, file))
             })
             .collect()
@@ -108,6 +114,7 @@ fn dependency_hosts(text: &str, file: &Path) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::registries::committed_texts;
 
     fn feature(root: &Path, name: &str, depends_on: &str) {
         let dir = root.join(".devcontainer").join(name);
@@ -161,6 +168,10 @@ mod tests {
         );
         assert_eq!(found.files.len(), 2);
         // no repository: no committed side
-        assert!(found.committed_hosts(root).is_empty());
+        assert!(
+            found
+                .committed_hosts(|p| committed_texts(p, root))
+                .is_empty()
+        );
     }
 }

@@ -482,7 +482,7 @@ pub(crate) async fn registry_requests(
             dockerfile_hosts(text, &args)
         }));
     }
-    committed.extend(local_features.committed_hosts(&loaded.workspace_folder));
+    committed.extend(local_features.committed_hosts(|p| committed_texts(p, loaded)));
     let requests = judge_registries_at(
         &loaded.workspace_folder,
         profile,

@@ -164,6 +164,29 @@ impl GitWatch {
             entries: self.before.union(&self.keep).cloned().collect(),
         }
     }
+
+    /// The record to keep for `container_id` once `up` ran its hooks. For a running container
+    /// `up` reused, its walk ran while the container did, so an entry the container re-made
+    /// between `before_up`'s moves and that walk would be taken as the user's (review of
+    /// session 25, attack P2's class): only what its earlier record already held (and what
+    /// the user accepts) stays. A created or started container is recorded from the walk, made
+    /// while nothing of the workspace ran.
+    fn baseline_for(
+        &self,
+        state: &std::path::Path,
+        container_id: &str,
+        action: crate::ops::bring_up::ContainerAction,
+    ) -> git_baseline::Baseline {
+        let mut baseline = self.baseline();
+        if action == crate::ops::bring_up::ContainerAction::Running
+            && let Some(earlier) = git_baseline::load(state, container_id)
+        {
+            baseline
+                .entries
+                .retain(|e| earlier.entries.contains(e) || self.keep.contains(e));
+        }
+        baseline
+    }
 }
 
 /// Once `up`'s lifecycle hooks ran (or failed): each git entry the container created in the
@@ -201,7 +224,11 @@ pub(crate) fn after_hooks(
     // what later commands compare the workspace with (spec-note 0466); written again for a
     // reused container, which `up` did not record before its hooks
     if let Some(state) = crate::ops::state_folder::default_root()
-        && let Err(e) = git_baseline::record(&state, &result.container_id, &watch.baseline())
+        && let Err(e) = git_baseline::record(
+            &state,
+            &result.container_id,
+            &watch.baseline_for(&state, &result.container_id, result.action),
+        )
     {
         result.warnings.push(warning(format!(
                 "the workspace's git entries could not be recorded in devcell's state ({e}): `exec`, `run-user-commands` and `down` will not move aside a git directory the container creates; check with `devcell status` before running git on the host"
@@ -427,5 +454,32 @@ mod tests {
         git_cover::cover_gitlinks(&root, &walk, &mut plan, &|_| false).unwrap();
         assert!(plan.entries.contains(&"lib/.git".to_string()));
         assert!(!plan.entries.contains(&"lib".to_string()));
+    }
+
+    /// Review of session 25 (attack P2's class, a reused container): the record a running
+    /// container keeps after `up` holds only what its earlier record held, or the user
+    /// accepts; a created container's record is the walk's.
+    #[test]
+    fn a_reused_running_containers_record_never_gains_an_entry() {
+        use crate::ops::bring_up::ContainerAction;
+        let state = tempfile::tempdir().unwrap();
+        let set = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let earlier = git_baseline::Baseline {
+            root: PathBuf::from("/w"),
+            entries: set(&[".git"]),
+        };
+        git_baseline::record(state.path(), "c1", &earlier).unwrap();
+        let watch = GitWatch {
+            root: PathBuf::from("/w"),
+            before: set(&[".git", "src/.git", "lib/.git"]),
+            keep: set(&["lib/.git"]),
+        };
+        let running = watch.baseline_for(state.path(), "c1", ContainerAction::Running);
+        assert_eq!(running.entries, set(&[".git", "lib/.git"]));
+        let created = watch.baseline_for(state.path(), "c1", ContainerAction::Created);
+        assert_eq!(created.entries, set(&[".git", "src/.git", "lib/.git"]));
+        // a running container with no earlier record (an older devcell's): the walk's
+        let unknown = watch.baseline_for(state.path(), "c2", ContainerAction::Running);
+        assert_eq!(unknown.entries, created.entries);
     }
 }
