@@ -1075,7 +1075,9 @@ mod tests {
             "the fetcher connected to the host it refused"
         );
         assert_eq!(
-            FeatureSource::Oci("Registry.EXAMPLE/a/b:1".into()).host().as_deref(),
+            FeatureSource::Oci("Registry.EXAMPLE/a/b:1".into())
+                .host()
+                .as_deref(),
             Some("registry.example")
         );
         assert!(

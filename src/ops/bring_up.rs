@@ -181,15 +181,8 @@ pub(crate) async fn after_start(
 )> {
     // before anything of the repository's runs in it (attack P9); a running container `up`
     // reuses keeps its record until its hooks ran
-    // (a record that cannot be written is said by `workspace_git::after_hooks` when `up`
-    // succeeds)
-    if action != ContainerAction::Running
-        && let (Some(baseline), Some(state)) = (
-            opts.git_baseline.as_ref(),
-            crate::ops::state_folder::default_root(),
-        )
-    {
-        let _ = crate::security::git_baseline::record(&state, &container.id, baseline);
+    if action != ContainerAction::Running {
+        record_git_baseline(&container.id, opts);
     }
     let egress = crate::ops::egress::after_start(
         engine,
@@ -214,6 +207,21 @@ pub(crate) async fn after_start(
     )
     .await?;
     Ok((egress, attached, lifecycle))
+}
+
+/// Records `opts`' git entries ([`UpOptions::git_baseline`], the walk made before the
+/// container existed) for the container `container_id`, so that `exec`, `run-user-commands`,
+/// `down` and the next `up` walk it even when `up` then fails or is interrupted (attack 25,
+/// P9; spec-note 0466). Called as soon as the container (and, for Compose, its project) runs,
+/// before anything else of the bring-up can fail; a record that cannot be written is said by
+/// `workspace_git::after_hooks` when `up` succeeds.
+pub(crate) fn record_git_baseline(container_id: &str, opts: &UpOptions) {
+    if let (Some(baseline), Some(state)) = (
+        opts.git_baseline.as_ref(),
+        crate::ops::state_folder::default_root(),
+    ) {
+        let _ = crate::security::git_baseline::record(&state, container_id, baseline);
+    }
 }
 
 /// The steps of a bring-up once its container runs, alike for a single container and a

@@ -321,6 +321,8 @@ async fn bring_up_primary(
                 short(&info.id)
             )));
             target.with_files(files).start(&[]).await?;
+            // the project's containers run again: recorded before anything else can fail
+            crate::ops::bring_up::record_git_baseline(&info.id, opts);
             let info = inspect(engine, &info.id).await?;
             prepare_state_dir_if_needed(engine, &info).await?;
             let entries = existing_entries(&info, loaded, &opts.target.env, warnings);
@@ -877,7 +879,7 @@ async fn create(
         (mode, networks),
         owned,
         (&image, &token),
-        reporter,
+        (opts, reporter),
     )
     .await?;
     refuse_replaced_image(engine, hardened, &info, &image, target).await?;
@@ -1206,7 +1208,7 @@ async fn start_project(
     (mode, networks): (ComposeNetwork, &serde_json::Map<String, Value>),
     owned: Option<Value>,
     (image, token): (&PreparedImage, &str),
-    reporter: &dyn Reporter,
+    (opts, reporter): (&UpOptions, &dyn Reporter),
 ) -> Result<ContainerInfo> {
     let podman = engine.is_podman().await?;
     let mut file = crate::engine::compose::override_file(&target.service, spec, sidecars, podman);
@@ -1234,11 +1236,8 @@ async fn start_project(
     // what Compose reads now is what was judged (spec-note 0400)
     target.judged.refuse_changed(&target.project).await?;
     project.up(&target.up_services(), false).await?;
-    if mode.closed() {
-        compose_network::verify_closed(engine, target, networks).await?;
-    }
     let labels = crate::engine::compose::service_labels(&project.name, &target.service);
-    crate::ops::target::created_container(engine, &labels, token)
+    let created = crate::ops::target::created_container(engine, &labels, token)
         .await?
         .ok_or_else(|| OpsError::NoContainer {
             labels: join_labels(&crate::engine::compose::service_labels(
@@ -1246,7 +1245,13 @@ async fn start_project(
                 &target.service,
             )),
             expected: true,
-        })
+        })?;
+    // the project's containers run: recorded before anything else can fail (attack 25, P9)
+    crate::ops::bring_up::record_git_baseline(&created.id, opts);
+    if mode.closed() {
+        compose_network::verify_closed(engine, target, networks).await?;
+    }
+    Ok(created)
 }
 
 /// Merges `labels` (`{"volumes"|"networks": {<key>: {"labels": {…}}}}`) into the override
