@@ -516,6 +516,11 @@ pub(crate) fn pidfile_of(session_id: &str) -> String {
     format!("/tmp/.devcell-agent-{session_id}.pid")
 }
 
+/// The pid file in the container of a session's running lifecycle step (spec-note 0655).
+pub(crate) fn step_pidfile_of(session_id: &str) -> String {
+    format!("/tmp/.devcell-step-{session_id}.pid")
+}
+
 /// Sends SIGTERM to the agent through its pid file (as `user`, who owns it; `None`: the
 /// container's user). Nothing happens when the file or the process is gone.
 pub(crate) async fn stop_agent(

@@ -443,6 +443,9 @@ pub struct StepTarget<'a> {
     pub working_dir: &'a str,
     /// The environment (the agent's, without its secrets).
     pub env: IndexMap<String, String>,
+    /// Where in the container a step writes its pid, so a stop of the handoff can signal it
+    /// (spec-note 0655).
+    pub pidfile: String,
 }
 
 /// Runs the steps not yet marked as run, under the workspace's lock in `dir`
@@ -519,7 +522,7 @@ async fn run_phase(
             commands.len()
         )));
         let request = ExecRequest {
-            argv: vec!["sh".into(), "-c".into(), command.clone()],
+            argv: step_argv(command, &target.pidfile),
             user: Some(target.user.clone()),
             env: target.env.clone(),
             working_dir: Some(target.working_dir.to_string()),
@@ -547,6 +550,18 @@ async fn run_phase(
         }
     }
     Ok(())
+}
+
+/// A step's argv: `command` behind `sh -c 'echo $$ > <pidfile>; exec sh -c "$1"'`, so a stop
+/// signals exactly the step's shell (which has the step's `sh -c` and `$0` as before).
+fn step_argv(command: &str, pidfile: &str) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        "echo $$ > \"$0\" 2>/dev/null; exec sh -c \"$1\"".into(),
+        pidfile.into(),
+        command.into(),
+    ]
 }
 
 /// The last [`TAIL_LINES`] lines of `output`, made printable.

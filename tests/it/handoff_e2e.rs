@@ -2070,6 +2070,83 @@ fn sigterm_during_up_ends_the_handoff_and_records_the_session() {
     );
 }
 
+/// SIGTERM while a repository's `afterStart` step runs (`sleep 100000`) stops the step in the
+/// container and ends the handoff with 143, the session recorded as signaled (issue 25, class
+/// 6; spec-note 0655). Before, the step was not raced with the signal: devcell ran on until
+/// `SIGKILL`, leaving the session live.
+#[test]
+fn sigterm_during_an_after_start_step_stops_the_step_and_records_the_session() {
+    let test = "sigterm_during_an_after_start_step_stops_the_step_and_records_the_session";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "customizations": {"devcell": {"afterStart": "sleep 100000"}}}"#;
+    let env = Env::new(hostgit_image(), config, None);
+    let args = env.handoff_args("ref0", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("running `afterStart` step 1 of 1")),
+        "the step started"
+    );
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    // the step's exec is created just after the line
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = rustix::process::Pid::from_raw(first.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = first.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = first.kill();
+            let _ = first.wait();
+            panic!("devcell still runs 30 s after SIGTERM during an afterStart step");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = drain.join().unwrap().join("\n");
+    assert_eq!(status.code(), Some(143), "{err}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut first.stdout.take().unwrap(), &mut out).unwrap();
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["error"]["details"]["signal"], 15, "{v}");
+    let (_, st) = env.json(&[
+        "status",
+        "--workspace-folder",
+        &env.ws_str(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(st["result"]["activeSession"], Value::Null, "{st}\n{err}");
+    assert_eq!(
+        st["result"]["sessions"][0]["outcome"],
+        serde_json::json!({"kind": "signaled", "signal": 15}),
+        "{st}\n{err}"
+    );
+    // the step's process is gone from the container
+    let container = st["result"]["sessions"][0]["containerId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a container: {st}"))
+        .to_string();
+    let top = Command::new("docker")
+        .args(["top", &container])
+        .bounded_output()
+        .unwrap();
+    let top = String::from_utf8_lossy(&top.stdout).into_owned();
+    assert!(!top.contains("sleep 100000"), "{top}\n{err}");
+}
+
 /// A handoff keeps its environment record (spec-note 0520): the session names its hash, and
 /// `env show --session` prints it with the handoff's profile and real network.
 #[test]

@@ -8,7 +8,8 @@ use crate::diagnostics::SecretMask;
 use crate::engine::{ExecInput, ExecOutput, ExecRequest, ExecResult};
 use crate::handoff::plan::{Prepared, safe_directories};
 use crate::handoff::session::{
-    AgentStreams, StopSignal, exec_outcome, note_end, pidfile_of, pump, stop_agent, unless_stopped,
+    AgentStreams, StopSignal, exec_outcome, note_end, pidfile_of, pump, step_pidfile_of,
+    stop_agent, unless_stopped,
 };
 use crate::handoff::state::SessionLog;
 use crate::lifecycle::UserEnvProbe;
@@ -42,7 +43,7 @@ impl Handoff<'_> {
         stop: &mut StopSignal<'_>,
     ) -> Result<Ran> {
         let (attached, env) = self.attach(p, up, live, stop).await?;
-        self.run_steps(p, up, &attached, &env, live).await?;
+        self.run_steps(p, up, &attached, &env, live, stop).await?;
         let pidfile = pidfile_of(&live.id);
         let request = agent_request(p, &attached, env, &pidfile, self.opts.tty);
         self.reporter.report(Event::Status(format!(
@@ -87,6 +88,9 @@ impl Handoff<'_> {
     /// `.onWorkspaceCreate`, spec-note 0538) not yet run for this container or workspace, as
     /// the agent will run (user, folder, environment without its secrets), under the
     /// workspace's steps lock in devcell's state: a group's second member waits for the first.
+    /// A stop signal while a step runs stops the step through its pid file (bounded as the
+    /// agent's stop is; a second signal stops the waiting) and ends the session as `signaled`
+    /// (spec-note 0655).
     async fn run_steps(
         &self,
         p: &Prepared,
@@ -94,6 +98,7 @@ impl Handoff<'_> {
         attached: &Attached,
         env: &IndexMap<String, String>,
         live: &mut Live,
+        stop: &mut StopSignal<'_>,
     ) -> Result<()> {
         use crate::handoff::steps;
         let all = steps::Steps::of(&up.loaded.raw).map_err(|e| live.fail(e.into()))?;
@@ -113,12 +118,35 @@ impl Handoff<'_> {
             user: attached.exec_user(),
             working_dir: &attached.workspace_folder,
             env,
+            pidfile: step_pidfile_of(&live.id),
         };
-        let warnings = steps::run(self.engine, &all, &target, &dir, self.reporter)
-            .await
-            .map_err(|e| live.fail(e.into()))?;
-        live.warnings.extend(warnings);
-        Ok(())
+        let run = steps::run(self.engine, &all, &target, &dir, self.reporter);
+        tokio::pin!(run);
+        let signal = match unless_stopped(stop, &mut run).await {
+            Ok(ran) => {
+                live.warnings.extend(ran.map_err(|e| live.fail(e.into()))?);
+                return Ok(());
+            }
+            Err(signal) => signal,
+        };
+        self.reporter
+            .report(Event::Status("stopping the running step".to_string()));
+        // as the agent's stop: bounded whatever the engine does; a second signal stops waiting
+        let _ = unless_stopped(stop, async {
+            let _ = tokio::time::timeout(
+                STOP_REQUEST_DEADLINE,
+                stop_agent(
+                    self.engine,
+                    target.container_id,
+                    Some(&target.user),
+                    &target.pidfile,
+                ),
+            )
+            .await;
+            let _ = tokio::time::timeout(STOP_GRACE, &mut run).await;
+        })
+        .await;
+        Err(live.signaled(signal))
     }
 
     /// The running container, attached with the configuration `up` loaded and judged (a file
