@@ -225,6 +225,105 @@ impl StreamMask {
     }
 }
 
+/// The longest output line devcell keeps or shows whole (hook, build and step output,
+/// spec-note 0655): a longer one is cut there and marked with [`LINE_CUT_MARKER`].
+pub const MAX_OUTPUT_LINE: usize = 64 * 1024;
+
+/// What ends a line cut at [`MAX_OUTPUT_LINE`] (the rest of it, up to its newline, is dropped).
+pub const LINE_CUT_MARKER: &str = " [devcell: line cut at 64 KiB]";
+
+/// Splits one stream of output that arrives in pieces into lines, in work linear in its length
+/// and in memory bounded by [`MAX_OUTPUT_LINE`] whatever it holds (issue 25, class 6; spec-note
+/// 0655): only each new piece is searched for a newline, and a line longer than the bound is
+/// passed on cut (its first [`MAX_OUTPUT_LINE`] bytes, at a character boundary, then
+/// [`LINE_CUT_MARKER`]) and the rest of it dropped. The line-wise counterpart of
+/// [`StreamMask`], for output shown line by line (prefixed, kept as a tail). A line's end
+/// (`\n`, `\r\n`) is not part of it; invalid UTF-8 is shown as U+FFFD.
+#[derive(Debug, Default)]
+pub struct LineSplitter {
+    pending: Vec<u8>,
+    cutting: bool,
+    stats: LineSplitterStats,
+}
+
+/// What a [`LineSplitter`] did, for tests of its cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineSplitterStats {
+    /// Bytes searched for a newline, in total.
+    pub scanned: u64,
+    /// The most bytes of an unfinished line it held at once.
+    pub max_pending: usize,
+    /// Lines cut at the bound.
+    pub cut: u64,
+}
+
+impl LineSplitter {
+    /// Takes the next piece; `each` gets every line it completes (or cuts).
+    pub fn push(&mut self, mut piece: &[u8], mut each: impl FnMut(String)) {
+        while !piece.is_empty() {
+            let newline = piece.iter().position(|&b| b == b'\n');
+            let (part, rest) = match newline {
+                Some(i) => (&piece[..i], &piece[i + 1..]),
+                None => (piece, &[][..]),
+            };
+            self.stats.scanned += (piece.len() - rest.len()) as u64;
+            if !self.cutting {
+                let room = MAX_OUTPUT_LINE - self.pending.len();
+                if part.len() <= room {
+                    self.pending.extend_from_slice(part);
+                } else {
+                    self.pending.extend_from_slice(&part[..room]);
+                    self.stats.max_pending = self.stats.max_pending.max(self.pending.len());
+                    let whole = utf8_boundary(&self.pending, self.pending.len());
+                    self.pending.truncate(whole);
+                    let mut line = String::from_utf8_lossy(&self.pending).into_owned();
+                    line.push_str(LINE_CUT_MARKER);
+                    each(line);
+                    self.pending.clear();
+                    self.cutting = true;
+                    self.stats.cut += 1;
+                }
+            }
+            self.stats.max_pending = self.stats.max_pending.max(self.pending.len());
+            if newline.is_some() {
+                if !self.cutting {
+                    each(self.take_line());
+                }
+                self.pending.clear();
+                self.cutting = false;
+            }
+            piece = rest;
+        }
+    }
+
+    /// The unfinished last line, if any (the stream ended); a cut one was passed on already.
+    pub fn finish(&mut self) -> Option<String> {
+        let cutting = std::mem::take(&mut self.cutting);
+        if cutting || self.pending.is_empty() {
+            self.pending.clear();
+            return None;
+        }
+        Some(self.take_line())
+    }
+
+    /// What it did so far.
+    pub fn stats(&self) -> LineSplitterStats {
+        self.stats
+    }
+
+    /// The pending bytes as a line (a `\r` before its newline dropped), emptied.
+    fn take_line(&mut self) -> String {
+        let end = self
+            .pending
+            .iter()
+            .rposition(|&b| b != b'\r')
+            .map_or(0, |i| i + 1);
+        let line = String::from_utf8_lossy(&self.pending[..end]).into_owned();
+        self.pending.clear();
+        line
+    }
+}
+
 /// `at`, or the start of the character it would cut when the bytes before it end in an
 /// unfinished UTF-8 sequence.
 fn utf8_boundary(bytes: &[u8], at: usize) -> usize {
@@ -439,5 +538,67 @@ mod stream_mask_tests {
             stats.scanned <= input.len() as u64 + pieces * secret.len() as u64,
             "{stats:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod line_splitter_tests {
+    use super::*;
+
+    fn split(pieces: &[&[u8]]) -> Vec<String> {
+        let mut splitter = LineSplitter::default();
+        let mut lines = Vec::new();
+        for piece in pieces {
+            splitter.push(piece, |l| lines.push(l));
+        }
+        lines.extend(splitter.finish());
+        lines
+    }
+
+    #[test]
+    fn lines_are_split_across_pieces_and_a_partial_last_one_is_kept() {
+        assert_eq!(split(&[b"a\nb", b"c\r\nd\n"]), ["a", "bc", "d"]);
+        assert_eq!(split(&[b"a\n\nb"]), ["a", "", "b"]);
+        // a character split across pieces is whole
+        assert_eq!(
+            split(&["é\n".as_bytes()[..1].as_ref(), &"é\n".as_bytes()[1..]]),
+            ["é"]
+        );
+    }
+
+    /// 32 MiB without a newline in 4 KiB pieces (attack 26 Q2: the old splitter held the whole
+    /// line and searched all of it again at every piece): the held bytes never pass the bound,
+    /// every byte is searched once, and the line is passed on cut, marked, its rest dropped.
+    #[test]
+    fn output_without_newlines_is_cut_at_the_bound_in_linear_work() {
+        let total = 32 * 1024 * 1024;
+        let piece = vec![b'a'; 4096];
+        let mut splitter = LineSplitter::default();
+        let mut lines = Vec::new();
+        for _ in 0..total / piece.len() {
+            splitter.push(&piece, |l| lines.push(l));
+            assert!(splitter.stats().max_pending <= MAX_OUTPUT_LINE);
+        }
+        splitter.push(b"\nnext\n", |l| lines.push(l));
+        assert_eq!(splitter.finish(), None);
+        let stats = splitter.stats();
+        assert_eq!(stats.scanned, total as u64 + 6, "each byte searched once");
+        assert_eq!(stats.max_pending, MAX_OUTPUT_LINE);
+        assert_eq!(stats.cut, 1);
+        assert_eq!(lines.len(), 2, "the cut line, then the next one");
+        assert!(lines[0].ends_with(LINE_CUT_MARKER));
+        assert_eq!(lines[0].len(), MAX_OUTPUT_LINE + LINE_CUT_MARKER.len());
+        assert_eq!(lines[1], "next");
+    }
+
+    #[test]
+    fn a_cut_falls_on_a_character_boundary_and_a_line_of_exactly_the_bound_is_whole() {
+        let mut long = vec![b'a'; MAX_OUTPUT_LINE - 1];
+        long.extend_from_slice("é".as_bytes());
+        let lines = split(&[&long]);
+        assert_eq!(lines[0].len(), MAX_OUTPUT_LINE - 1 + LINE_CUT_MARKER.len());
+        let exact = vec![b'b'; MAX_OUTPUT_LINE];
+        let lines = split(&[&exact, b"\n"]);
+        assert_eq!(lines, [String::from_utf8(exact).unwrap()]);
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use indexmap::IndexMap;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::error::ExecutorError;
 use crate::progress::{Event, Reporter};
@@ -206,24 +206,22 @@ impl HookExecutor for HostExecutor {
     }
 }
 
-/// Reads `stream` to its end, reporting each line (lossily decoded, line ending removed).
+/// Reads `stream` to its end, reporting each line (lossily decoded, line ending removed, cut
+/// at [`crate::diagnostics::MAX_OUTPUT_LINE`]: spec-note 0655).
 async fn forward_lines<R: AsyncRead + Unpin>(stream: Option<R>, output: &dyn Reporter) {
-    let Some(stream) = stream else {
+    let Some(mut stream) = stream else {
         return;
     };
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
+    let mut lines = crate::diagnostics::LineSplitter::default();
+    let mut buf = vec![0u8; 16 * 1024];
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line).await {
+        match stream.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(_) => {
-                while matches!(line.last(), Some(b'\n' | b'\r')) {
-                    line.pop();
-                }
-                output.report(Event::Output(String::from_utf8_lossy(&line).into_owned()));
-            }
+            Ok(n) => lines.push(&buf[..n], |l| output.report(Event::Output(l))),
         }
+    }
+    if let Some(last) = lines.finish() {
+        output.report(Event::Output(last));
     }
 }
 

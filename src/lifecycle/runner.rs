@@ -17,7 +17,7 @@ use super::hook_name::LifecycleHook;
 use super::marker::{self, MarkerContext};
 use super::plan::{Plan, RunCondition, SourcedCommand, Stage};
 use super::report::{HookFailure, HookRun, LifecycleReport, SkipReason, SkippedHook};
-use crate::diagnostics::SecretMask;
+use crate::diagnostics::{LINE_CUT_MARKER, MAX_OUTPUT_LINE, SecretMask};
 use crate::progress::{Event, Reporter};
 
 /// How many trailing output lines a failed command keeps for its report.
@@ -577,7 +577,7 @@ impl Reporter for TailReporter<'_> {
     fn report(&self, event: Event) {
         match event {
             Event::Output(line) => {
-                let line = self.mask.apply(&line);
+                let line = mask_line(self.mask, &line);
                 {
                     let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
                     if tail.len() == OUTPUT_TAIL_LINES {
@@ -598,6 +598,31 @@ impl Reporter for TailReporter<'_> {
             }
         }
     }
+}
+
+/// `line` with the secret values masked, and kept within the bound (spec-note 0655): a line the
+/// engine cut at [`MAX_OUTPUT_LINE`] loses the end that could begin a value (its rest was
+/// dropped, so that beginning would show unmasked); one longer than the bound (another
+/// source's) is cut the same way.
+fn mask_line(mask: &SecretMask, line: &str) -> String {
+    let (body, cut) = match line.strip_suffix(LINE_CUT_MARKER) {
+        Some(body) => (body, true),
+        None if line.len() > MAX_OUTPUT_LINE => {
+            let mut end = MAX_OUTPUT_LINE;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            (&line[..end], true)
+        }
+        None => (line, false),
+    };
+    if !cut {
+        return mask.apply(line);
+    }
+    let mut stream = mask.stream();
+    let mut shown = String::from_utf8_lossy(&stream.push(body.as_bytes())).into_owned();
+    shown.push_str(LINE_CUT_MARKER);
+    shown
 }
 
 /// Collects output lines of internal commands (marker scripts, the environment probe) without
@@ -1258,5 +1283,26 @@ pub(super) mod tests {
                 "skipped": [{"hook": "postAttachCommand", "reason": "flag", "flag": "--skip-post-attach"}]
             })
         );
+    }
+}
+
+#[cfg(test)]
+mod mask_line_tests {
+    use super::*;
+
+    /// A line cut in the middle of a secret value shows none of it; a long line of another
+    /// source is cut (spec-note 0655).
+    #[test]
+    fn a_cut_line_never_shows_the_beginning_of_a_value() {
+        let secret = "s3cr3t-value".to_string();
+        let mask = SecretMask::new([&secret]);
+        let body = format!("{}{}", "a".repeat(MAX_OUTPUT_LINE - 6), &secret[..6]);
+        let shown = mask_line(&mask, &format!("{body}{LINE_CUT_MARKER}"));
+        assert!(!shown.contains("s3cr3t"), "{}", &shown[shown.len() - 60..]);
+        assert!(shown.ends_with(&format!("a{LINE_CUT_MARKER}")));
+        let long = "b".repeat(3 * MAX_OUTPUT_LINE);
+        let shown = mask_line(&mask, &long);
+        assert_eq!(shown.len(), MAX_OUTPUT_LINE + LINE_CUT_MARKER.len());
+        assert_eq!(mask_line(&mask, "x s3cr3t-value y"), "x ******** y");
     }
 }

@@ -7,7 +7,8 @@ use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::{DockerEngine, drain_lines, is_not_found};
+use super::{DockerEngine, is_not_found};
+use crate::diagnostics::LineSplitter;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::spec::*;
 use crate::progress::Event;
@@ -127,8 +128,9 @@ impl DockerEngine {
             container: id.to_string(),
             source,
         };
-        let mut pending_out = String::new();
-        let mut pending_err = String::new();
+        // bounded lines in linear work, whatever the container prints (spec-note 0655)
+        let mut lines_out = LineSplitter::default();
+        let mut lines_err = LineSplitter::default();
         let mut sink = output;
         while let Some(item) = stream.next().await {
             let item = item.map_err(self.api("exec output", id))?;
@@ -146,14 +148,12 @@ impl DockerEngine {
                     }
                 }
                 ExecOutput::Report(reporter) => {
-                    let pending = if is_err {
-                        &mut pending_err
+                    let lines = if is_err {
+                        &mut lines_err
                     } else {
-                        &mut pending_out
+                        &mut lines_out
                     };
-                    drain_lines(pending, &String::from_utf8_lossy(&bytes), |l| {
-                        reporter.report(Event::Output(l))
-                    });
+                    lines.push(&bytes, |l| reporter.report(Event::Output(l)));
                 }
                 ExecOutput::Write { stdout, stderr } => {
                     let w: &mut (dyn AsyncWrite + Send + Unpin) =
@@ -164,8 +164,8 @@ impl DockerEngine {
             }
         }
         if let ExecOutput::Report(reporter) = &sink {
-            for tail in [pending_out, pending_err] {
-                if !tail.is_empty() {
+            for mut lines in [lines_out, lines_err] {
+                if let Some(tail) = lines.finish() {
                     reporter.report(Event::Output(tail));
                 }
             }

@@ -9,7 +9,8 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use super::{DockerEngine, blocking, drain_lines, is_not_found, sorted};
+use super::{DockerEngine, blocking, is_not_found, sorted};
+use crate::diagnostics::LineSplitter;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::spec::*;
 use crate::engine::{Engine, auth, context};
@@ -105,7 +106,8 @@ impl DockerEngine {
             .cloned()
             .unwrap_or_else(|| request.context.display().to_string());
         let mut stream = self.docker.build_image(options, creds, Some(body));
-        let mut pending = String::new();
+        // bounded lines in linear work, whatever a build step prints (spec-note 0655)
+        let mut lines = LineSplitter::default();
         let mut image_id: Option<String> = None;
         while let Some(item) = stream.next().await {
             let info = match item {
@@ -116,7 +118,7 @@ impl DockerEngine {
                 Err(e) => return Err(self.api("build image", &subject)(e)),
             };
             if let Some(text) = info.stream {
-                drain_lines(&mut pending, &text, |l| reporter.report(Event::Output(l)));
+                lines.push(text.as_bytes(), |l| reporter.report(Event::Output(l)));
             }
             if let Some(detail) = info.error_detail {
                 return Err(EngineError::Build {
@@ -129,8 +131,8 @@ impl DockerEngine {
                 image_id = Some(id);
             }
         }
-        if !pending.is_empty() {
-            reporter.report(Event::Output(std::mem::take(&mut pending)));
+        if let Some(tail) = lines.finish() {
+            reporter.report(Event::Output(tail));
         }
         for tag in request.tags.iter().skip(1) {
             let source = request.tags[0].clone();
@@ -404,15 +406,5 @@ mod tests {
         assert_eq!(image_id(hex), format!("sha256:{hex}"));
         assert_eq!(image_id(&format!("sha256:{hex}")), format!("sha256:{hex}"));
         assert_eq!(image_id("abc"), "abc");
-    }
-
-    #[test]
-    fn drain_lines_keeps_partial_tail() {
-        let mut pending = String::new();
-        let mut lines = Vec::new();
-        drain_lines(&mut pending, "a\nb", |l| lines.push(l));
-        drain_lines(&mut pending, "c\r\nd\n", |l| lines.push(l));
-        assert_eq!(lines, ["a", "bc", "d"]);
-        assert!(pending.is_empty());
     }
 }

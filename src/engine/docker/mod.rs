@@ -255,14 +255,6 @@ fn join_pairs(labels: &BTreeMap<String, String>) -> String {
 }
 
 /// Splits text into complete lines, keeping an unfinished tail in `pending`.
-fn drain_lines(pending: &mut String, chunk: &str, mut each: impl FnMut(String)) {
-    pending.push_str(chunk);
-    while let Some(i) = pending.find('\n') {
-        let line: String = pending.drain(..=i).collect();
-        each(line.trim_end_matches(['\n', '\r']).to_string());
-    }
-}
-
 fn sorted(map: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     map.unwrap_or_default().into_iter().collect()
 }
