@@ -14,6 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
+use super::spec::Collector;
 use super::{
     BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, DeviceMapping, EnforcedLimits,
     Engine, EngineError, EngineInfo, EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult,
@@ -395,7 +396,20 @@ impl Engine for FakeEngine {
             state.exec_reply.clone()
         };
         match output {
-            ExecOutput::Collect => Ok(reply),
+            // bounded as the engine's own collection is
+            ExecOutput::Collect | ExecOutput::CollectTail => {
+                let tail = matches!(output, ExecOutput::CollectTail);
+                let (mut out, mut err) = (Collector::new(tail), Collector::new(tail));
+                out.push(&reply.stdout);
+                err.push(&reply.stderr);
+                let ((stdout, out_cut), (stderr, err_cut)) = (out.finish(), err.finish());
+                Ok(ExecResult {
+                    exit_code: reply.exit_code,
+                    stdout,
+                    stderr,
+                    cut: out_cut || err_cut,
+                })
+            }
             ExecOutput::Report(reporter) => {
                 for line in reply
                     .stdout_text()

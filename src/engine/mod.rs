@@ -38,10 +38,10 @@ pub use connect::connect;
 pub use docker::{DockerEngine, container_info_from_docker_json, image_info_from_docker_json};
 pub use error::{EngineError, Result};
 pub use spec::{
-    BuildRequest, ContainerInfo, ContainerSpec, ContainerSummary, Device, DeviceMapping,
-    EnforcedLimits, EngineInfo, EngineVersion, ExecInput, ExecOutput, ExecRequest, ExecResult,
-    GpuRequest, HostSecurity, ImageInfo, ImageSummary, Limits, Mount, MountInfo, MountKind,
-    NetworkInfo, PortBinding, PublishedPort, TtySize, Ulimit, VolumeInfo, created_user,
+    BuildRequest, COLLECT_CAP, ContainerInfo, ContainerSpec, ContainerSummary, Device,
+    DeviceMapping, EnforcedLimits, EngineInfo, EngineVersion, ExecInput, ExecOutput, ExecRequest,
+    ExecResult, GpuRequest, HostSecurity, ImageInfo, ImageSummary, Limits, Mount, MountInfo,
+    MountKind, NetworkInfo, PortBinding, PublishedPort, TtySize, Ulimit, VolumeInfo, created_user,
 };
 
 use crate::progress::{Event, Reporter};

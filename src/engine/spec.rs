@@ -512,6 +512,58 @@ pub struct ExecResult {
     pub stdout: Vec<u8>,
     /// Collected stderr (empty unless [`ExecOutput::Collect`] was used).
     pub stderr: Vec<u8>,
+    /// Whether a collected stream passed [`COLLECT_CAP`] and was cut (its beginning or end
+    /// kept, as the [`ExecOutput`] asked).
+    pub cut: bool,
+}
+
+/// One stream of an exec's output, collected within [`COLLECT_CAP`] in work linear in its
+/// length: its beginning (`tail == false`) or its end.
+#[derive(Debug, Default)]
+pub(crate) struct Collector {
+    tail: bool,
+    bytes: Vec<u8>,
+    total: u64,
+}
+
+impl Collector {
+    /// A collector keeping the beginning, or with `tail` the end.
+    pub(crate) fn new(tail: bool) -> Self {
+        Collector {
+            tail,
+            ..Collector::default()
+        }
+    }
+
+    /// Takes the next piece.
+    pub(crate) fn push(&mut self, piece: &[u8]) {
+        self.total += piece.len() as u64;
+        if !self.tail {
+            let room = COLLECT_CAP - self.bytes.len();
+            self.bytes
+                .extend_from_slice(&piece[..piece.len().min(room)]);
+            return;
+        }
+        if piece.len() >= COLLECT_CAP {
+            self.bytes.clear();
+            self.bytes
+                .extend_from_slice(&piece[piece.len() - COLLECT_CAP..]);
+        } else {
+            self.bytes.extend_from_slice(piece);
+            // dropped in batches (at most twice the cap held): linear work
+            if self.bytes.len() > 2 * COLLECT_CAP {
+                self.bytes.drain(..self.bytes.len() - COLLECT_CAP);
+            }
+        }
+    }
+
+    /// The bytes kept and whether any were dropped.
+    pub(crate) fn finish(mut self) -> (Vec<u8>, bool) {
+        if self.bytes.len() > COLLECT_CAP {
+            self.bytes.drain(..self.bytes.len() - COLLECT_CAP);
+        }
+        (self.bytes, self.total > COLLECT_CAP as u64)
+    }
 }
 
 impl ExecResult {
@@ -546,10 +598,20 @@ impl std::fmt::Debug for ExecInput {
     }
 }
 
+/// The most bytes of each stream an exec collects ([`ExecOutput::Collect`],
+/// [`ExecOutput::CollectTail`]; spec-note 0655): what a container prints is untrusted and an
+/// internal exec's answer is small, so devcell never holds more, whatever the container does.
+pub const COLLECT_CAP: usize = 1024 * 1024;
+
 /// Where an exec's output goes.
 pub enum ExecOutput<'a> {
-    /// Kept in [`ExecResult::stdout`] / [`ExecResult::stderr`].
+    /// Kept in [`ExecResult::stdout`] / [`ExecResult::stderr`]: the first [`COLLECT_CAP`]
+    /// bytes of each, the rest dropped and [`ExecResult::cut`] set (for callers that parse the
+    /// output: a cut answer is refused or read as the beginning it is).
     Collect,
+    /// As [`ExecOutput::Collect`], but the last [`COLLECT_CAP`] bytes of each stream are kept
+    /// (for a command whose failure shows the end of its output).
+    CollectTail,
     /// Each complete line sent as [`crate::progress::Event::Output`] (stdout and stderr alike).
     Report(&'a dyn crate::progress::Reporter),
     /// Copied as it arrives to these writers (stdout, stderr) — for an interactive `exec`.
@@ -565,6 +627,7 @@ impl std::fmt::Debug for ExecOutput<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExecOutput::Collect => f.write_str("ExecOutput::Collect"),
+            ExecOutput::CollectTail => f.write_str("ExecOutput::CollectTail"),
             ExecOutput::Report(_) => f.write_str("ExecOutput::Report"),
             ExecOutput::Write { .. } => f.write_str("ExecOutput::Write"),
         }
@@ -626,6 +689,33 @@ pub struct EnforcedLimits {
 
 #[cfg(test)]
 mod tests {
+
+    /// 5 MiB of output in 32 KiB pieces (attack 26 Q3: `afterStart` printing 400 MB made devcell
+    /// hold 4 GB): at most [`COLLECT_CAP`] kept, the beginning or the end as asked, and cut.
+    #[test]
+    fn a_collected_stream_keeps_at_most_the_cap_its_head_or_its_tail() {
+        for tail in [false, true] {
+            let mut c = Collector::new(tail);
+            let mut held = 0;
+            for i in 0..160u32 {
+                c.push(&[(i % 251) as u8; 32 * 1024]);
+                held = held.max(c.bytes.len());
+            }
+            assert!(held <= 2 * COLLECT_CAP, "held {held}");
+            let (bytes, cut) = c.finish();
+            assert!(cut);
+            assert_eq!(bytes.len(), COLLECT_CAP);
+            let (first, last) = (bytes[0], bytes[bytes.len() - 1]);
+            if tail {
+                assert_eq!(last, 159, "the end kept");
+            } else {
+                assert_eq!((first, last), (0, 31), "the beginning kept");
+            }
+        }
+        let mut c = Collector::new(true);
+        c.push(b"small");
+        assert_eq!(c.finish(), (b"small".to_vec(), false));
+    }
     use super::*;
 
     /// A mount holds its destination and what is below it, not a sibling sharing a prefix; a

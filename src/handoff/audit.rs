@@ -176,6 +176,16 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
             ExecOutput::Collect,
         )
         .await?;
+    // a cut answer is refused, never read as a whole one (spec-note 0655)
+    if result.cut {
+        return Err(OpsError::Unsupported {
+            message: format!(
+                "the audit probe's output in container {id} passed {} KiB: not read",
+                crate::engine::COLLECT_CAP / 1024
+            ),
+            hint: None,
+        });
+    }
     let probe = parse_probe_output(&result.stdout_text())?;
     let mut report = audit_probe(&probe, &ctx, Some(&engine_facts));
     report.container = report.container.or(Some(id));

@@ -540,13 +540,20 @@ async fn run_phase(
                 target.container_id,
                 &request,
                 ExecInput::None,
-                ExecOutput::Collect,
+                // the end of each stream, bounded: it is shown on failure (spec-note 0655)
+                ExecOutput::CollectTail,
             )
             .await
             .map_err(|e| failed(-1, e.to_string()))?;
         if result.exit_code != 0 {
             let output = format!("{}{}", result.stdout_text(), result.stderr_text());
-            return Err(failed(result.exit_code, output));
+            let mut err = failed(result.exit_code, output);
+            if result.cut
+                && let StepError::Failed { output_tail, .. } = &mut err
+            {
+                output_tail.insert(0, CUT_NOTE.to_string());
+            }
+            return Err(err);
         }
     }
     Ok(())
@@ -564,14 +571,30 @@ fn step_argv(command: &str, pidfile: &str) -> Vec<String> {
     ]
 }
 
-/// The last [`TAIL_LINES`] lines of `output`, made printable.
+/// The first line of a failed step's output tail when its output passed the bound.
+const CUT_NOTE: &str = "[devcell: the output passed 1 MiB; only its end was kept]";
+
+/// The last [`TAIL_LINES`] lines of `output`, each cut at
+/// [`crate::diagnostics::MAX_OUTPUT_LINE`] (spec-note 0655), made printable.
 fn tail(output: &str) -> Vec<String> {
+    use crate::diagnostics::{LINE_CUT_MARKER, MAX_OUTPUT_LINE};
     let lines: Vec<&str> = output.lines().collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..]
         .iter()
         .map(|l| {
-            crate::formats::terminal::printable(l, crate::formats::terminal::Sgr::Escape)
-                .into_owned()
+            let mut end = l.len().min(MAX_OUTPUT_LINE);
+            while !l.is_char_boundary(end) {
+                end -= 1;
+            }
+            let shown = crate::formats::terminal::printable(
+                &l[..end],
+                crate::formats::terminal::Sgr::Escape,
+            );
+            if end < l.len() {
+                format!("{shown}{LINE_CUT_MARKER}")
+            } else {
+                shown.into_owned()
+            }
         })
         .collect()
 }

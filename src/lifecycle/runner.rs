@@ -626,21 +626,31 @@ fn mask_line(mask: &SecretMask, line: &str) -> String {
 }
 
 /// Collects output lines of internal commands (marker scripts, the environment probe) without
-/// showing them.
+/// showing them, at most [`CAPTURE_CAP`] bytes of them (spec-note 0655): later lines are
+/// dropped, so an answer that passed it reads as incomplete (its end marker missing).
 #[derive(Default)]
-pub(super) struct Capture(Mutex<Vec<String>>);
+pub(super) struct Capture(Mutex<(Vec<String>, usize)>);
+
+/// The most bytes of lines a [`Capture`] keeps: a large environment fits many times.
+pub(super) const CAPTURE_CAP: usize = 8 * 1024 * 1024;
 
 impl Capture {
     /// The lines collected, in order.
     pub(super) fn into_lines(self) -> Vec<String> {
-        self.0.into_inner().unwrap_or_else(|p| p.into_inner())
+        self.0.into_inner().unwrap_or_else(|p| p.into_inner()).0
     }
 }
 
 impl Reporter for Capture {
     fn report(&self, event: Event) {
         if let Event::Output(line) = event {
-            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.1 + line.len() <= CAPTURE_CAP {
+                kept.1 += line.len();
+                kept.0.push(line);
+            } else {
+                kept.1 = CAPTURE_CAP;
+            }
         }
     }
 }
@@ -1304,5 +1314,28 @@ mod mask_line_tests {
         let shown = mask_line(&mask, &long);
         assert_eq!(shown.len(), MAX_OUTPUT_LINE + LINE_CUT_MARKER.len());
         assert_eq!(mask_line(&mask, "x s3cr3t-value y"), "x ******** y");
+    }
+}
+
+#[cfg(test)]
+mod capture_tests {
+    use super::*;
+
+    /// An internal command's flood of lines is kept within the bound (spec-note 0655).
+    #[test]
+    fn a_capture_keeps_at_most_its_cap() {
+        let capture = Capture::default();
+        let line = "x".repeat(60 * 1024);
+        for _ in 0..(3 * CAPTURE_CAP / line.len()) {
+            capture.report(Event::Output(line.clone()));
+        }
+        capture.report(Event::Output("late".into()));
+        let lines = capture.into_lines();
+        assert!(lines.iter().map(String::len).sum::<usize>() <= CAPTURE_CAP);
+        assert_ne!(
+            lines.last().map(String::as_str),
+            Some("late"),
+            "nothing after the cap"
+        );
     }
 }

@@ -73,7 +73,8 @@ pub(crate) async fn verify_uids_inside(
             .exec(id, &request, ExecInput::None, ExecOutput::Collect)
             .await;
         let uids: Option<Vec<u32>> = match &result {
-            Ok(r) if r.exit_code == 0 => {
+            // a cut answer is not read (spec-note 0655)
+            Ok(r) if r.exit_code == 0 && !r.cut => {
                 let text = r.stdout_text();
                 let fields: Vec<&str> = text.split_whitespace().collect();
                 let parsed: Option<Vec<u32>> = fields.iter().map(|f| f.parse().ok()).collect();
@@ -85,6 +86,10 @@ pub(crate) async fn verify_uids_inside(
             Some(uids) if !uids.contains(&0) => continue,
             Some(_) => None,
             None => Some(match result {
+                Ok(r) if r.exit_code == 0 => format!(
+                    "its output passed {} KiB and was not read",
+                    crate::engine::COLLECT_CAP / 1024
+                ),
                 Ok(r) => format!("exit code {}: {}", r.exit_code, r.stderr_text().trim()),
                 Err(e) => e.to_string(),
             }),

@@ -2147,6 +2147,83 @@ fn sigterm_during_an_after_start_step_stops_the_step_and_records_the_session() {
     assert!(!top.contains("sleep 100000"), "{top}\n{err}");
 }
 
+/// A repository's `afterStart` step that prints 50 MB without a newline, then fails, costs
+/// devcell a bounded amount of memory (issue 25, class 6; spec-note 0655): its output is
+/// collected within 1 MiB per stream (the end kept, marked cut). Before, all of it was held
+/// (about ten times over: 400 MB made devcell peak at 4 GB).
+#[test]
+fn an_after_start_steps_flood_costs_devcell_bounded_memory() {
+    let test = "an_after_start_steps_flood_costs_devcell_bounded_memory";
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "customizations": {"devcell": {"afterStart": "head -c 50000000 /dev/zero; echo; echo the-last-words; exit 3"}}}"#;
+    let env = Env::new(hostgit_image(), config, None);
+    let args = env.handoff_args("ref0", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err_reader = {
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<_>>()
+        })
+    };
+    let out_reader = {
+        let mut stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut out = String::new();
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+            out
+        })
+    };
+    // devcell's peak resident size (kB), read until it exits
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file)
+            && let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("devcell still runs after 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let err = err_reader.join().unwrap().join("\n");
+    let out = out_reader.join().unwrap();
+    assert!(
+        peak_kb < 200 * 1024,
+        "devcell peaked at {peak_kb} kB for a 50 MB step output\n{err}"
+    );
+    assert!(!status.success(), "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let tail = &v["error"]["details"]["outputTail"];
+    assert_eq!(
+        tail.as_array().and_then(|t| t.last()),
+        Some(&Value::from("the-last-words")),
+        "{err}"
+    );
+    assert!(tail.to_string().contains("only its end was kept"), "{err}");
+}
+
 /// A handoff keeps its environment record (spec-note 0520): the session names its hash, and
 /// `env show --session` prints it with the handoff's profile and real network.
 #[test]

@@ -112,7 +112,8 @@ impl DockerEngine {
         Ok((created.id, output, input))
     }
 
-    /// The exec's output until it ends, into `output`: collected into `result`, reported line
+    /// The exec's output until it ends, into `output`: collected into `result` (within
+    /// [`COLLECT_CAP`] per stream), reported line
     /// by line (a last unterminated line of each stream reported at the end) or written and
     /// flushed as it comes.
     ///
@@ -132,6 +133,9 @@ impl DockerEngine {
         let mut lines_out = LineSplitter::default();
         let mut lines_err = LineSplitter::default();
         let mut sink = output;
+        let tail = matches!(sink, ExecOutput::CollectTail);
+        let mut collected_out = Collector::new(tail);
+        let mut collected_err = Collector::new(tail);
         while let Some(item) = stream.next().await {
             let item = item.map_err(self.api("exec output", id))?;
             let (is_err, bytes) = match item {
@@ -140,11 +144,11 @@ impl DockerEngine {
                 LogOutput::StdIn { .. } => continue,
             };
             match &mut sink {
-                ExecOutput::Collect => {
+                ExecOutput::Collect | ExecOutput::CollectTail => {
                     if is_err {
-                        result.stderr.extend_from_slice(&bytes);
+                        collected_err.push(&bytes);
                     } else {
-                        result.stdout.extend_from_slice(&bytes);
+                        collected_out.push(&bytes);
                     }
                 }
                 ExecOutput::Report(reporter) => {
@@ -163,6 +167,9 @@ impl DockerEngine {
                 }
             }
         }
+        let (stdout, out_cut) = collected_out.finish();
+        let (stderr, err_cut) = collected_err.finish();
+        (result.stdout, result.stderr, result.cut) = (stdout, stderr, out_cut || err_cut);
         if let ExecOutput::Report(reporter) = &sink {
             for mut lines in [lines_out, lines_err] {
                 if let Some(tail) = lines.finish() {

@@ -182,3 +182,50 @@ fn markers_are_per_container_and_per_workspace_and_keyed_by_the_commands() {
     assert!(!done(&w, &["echo c".into()]));
     assert!(!done(&a, &["echo b".into()]));
 }
+
+/// A failing step that printed 5 MiB (attack 26 Q3: 400 MB made devcell hold 4 GB) yields
+/// the end of its output, within the bound and marked cut; its argv stops through the pid file.
+#[tokio::test]
+async fn a_failing_steps_flood_is_kept_to_its_end_within_the_bound() {
+    let engine = crate::engine::fake::FakeEngine::new();
+    let id = engine.add_container(&crate::engine::ContainerSpec::default(), true);
+    let mut stdout = vec![b'a'; 5 * 1024 * 1024];
+    stdout.extend_from_slice(b"\nthe last words\n");
+    engine.reply_to_execs(crate::engine::ExecResult {
+        exit_code: 3,
+        stdout,
+        ..Default::default()
+    });
+    let target = StepTarget {
+        container_id: &id,
+        user: "1000:1000".into(),
+        working_dir: "/workspaces/w",
+        env: IndexMap::new(),
+        pidfile: "/tmp/.devcell-step-s.pid".into(),
+    };
+    let commands = vec!["flood".to_string()];
+    let err = run_phase(
+        &engine,
+        AFTER_START,
+        &commands,
+        &target,
+        &crate::progress::NoopReporter,
+    )
+    .await
+    .unwrap_err();
+    let StepError::Failed { output_tail, .. } = err else {
+        panic!("{err}")
+    };
+    assert_eq!(output_tail.first().map(String::as_str), Some(CUT_NOTE));
+    assert_eq!(
+        output_tail.last().map(String::as_str),
+        Some("the last words")
+    );
+    let kept: usize = output_tail.iter().map(String::len).sum();
+    assert!(
+        kept <= 2 * crate::diagnostics::MAX_OUTPUT_LINE,
+        "kept {kept}"
+    );
+    let argv = &engine.execs()[0].request.argv;
+    assert_eq!(argv[3..], ["/tmp/.devcell-step-s.pid", "flood"]);
+}
