@@ -10,6 +10,7 @@ mod closed_registries;
 mod compose_projects;
 mod eighth_review;
 mod env_and_build;
+mod host_bounds;
 mod host_execution;
 mod host_programs;
 mod hostile_agent;
