@@ -474,6 +474,27 @@ pub(crate) async fn container_passwd(engine: &dyn Engine, id: &str) -> Option<St
 mod tests {
     use super::*;
 
+    /// An answer to the uid check that passed the collection bound (an image's `/bin/sh`
+    /// flooding it: attack 26 Q3) is not read, even when its beginning looks right, and the
+    /// container is removed (spec-note 0655).
+    #[tokio::test]
+    async fn a_cut_uid_answer_is_refused_not_read() {
+        let engine = crate::engine::fake::FakeEngine::new();
+        let id = engine.add_container(&crate::engine::ContainerSpec::default(), true);
+        let mut stdout = b"1000 1000 1000 1000\n".to_vec();
+        stdout.extend(vec![b' '; 2 * crate::engine::COLLECT_CAP]);
+        engine.reply_to_execs(crate::engine::ExecResult {
+            exit_code: 0,
+            stdout,
+            ..Default::default()
+        });
+        let err = verify_uids_inside(&engine, &id, None, Some("dev"), &[], &Grants::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("passed 1024 KiB"), "{err}");
+        assert!(engine.container(&id).is_none(), "removed");
+    }
+
     #[test]
     fn a_uid_mismatch_names_every_cause_and_the_way_to_recreate_the_container() {
         let account = Account {
