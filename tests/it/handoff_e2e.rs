@@ -2076,7 +2076,27 @@ fn sigterm_during_up_ends_the_handoff_and_records_the_session() {
 /// `SIGKILL`, leaving the session live.
 #[test]
 fn sigterm_during_an_after_start_step_stops_the_step_and_records_the_session() {
-    let test = "sigterm_during_an_after_start_step_stops_the_step_and_records_the_session";
+    signal_during_an_after_start_step(
+        "sigterm_during_an_after_start_step_stops_the_step_and_records_the_session",
+        rustix::process::Signal::TERM,
+        15,
+    );
+}
+
+/// As [`sigterm_during_an_after_start_step_stops_the_step_and_records_the_session`], with
+/// `SIGHUP` (a closed terminal): handled like `SIGTERM`, exit 129.
+#[test]
+fn sighup_during_an_after_start_step_stops_the_step_and_records_the_session() {
+    signal_during_an_after_start_step(
+        "sighup_during_an_after_start_step_stops_the_step_and_records_the_session",
+        rustix::process::Signal::HUP,
+        1,
+    );
+}
+
+/// Sends `signal` (number `n`) to a handoff while its `afterStart` step `sleep 100000` runs:
+/// devcell ends within 30 s with 128 + `n`, the session `signaled`, the step gone.
+fn signal_during_an_after_start_step(test: &str, signal: rustix::process::Signal, n: i32) {
     if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
         return;
     }
@@ -2102,7 +2122,7 @@ fn sigterm_during_an_after_start_step_stops_the_step_and_records_the_session() {
     // the step's exec is created just after the line
     std::thread::sleep(Duration::from_secs(2));
     let pid = rustix::process::Pid::from_raw(first.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = first.try_wait().unwrap() {
@@ -2111,16 +2131,16 @@ fn sigterm_during_an_after_start_step_stops_the_step_and_records_the_session() {
         if Instant::now() >= deadline {
             let _ = first.kill();
             let _ = first.wait();
-            panic!("devcell still runs 30 s after SIGTERM during an afterStart step");
+            panic!("devcell still runs 30 s after signal {n} during an afterStart step");
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let err = drain.join().unwrap().join("\n");
-    assert_eq!(status.code(), Some(143), "{err}");
+    assert_eq!(status.code(), Some(128 + n), "{err}");
     let mut out = String::new();
     std::io::Read::read_to_string(&mut first.stdout.take().unwrap(), &mut out).unwrap();
     let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert_eq!(v["error"]["details"]["signal"], 15, "{v}");
+    assert_eq!(v["error"]["details"]["signal"], n, "{v}");
     let (_, st) = env.json(&[
         "status",
         "--workspace-folder",
@@ -2131,7 +2151,7 @@ fn sigterm_during_an_after_start_step_stops_the_step_and_records_the_session() {
     assert_eq!(st["result"]["activeSession"], Value::Null, "{st}\n{err}");
     assert_eq!(
         st["result"]["sessions"][0]["outcome"],
-        serde_json::json!({"kind": "signaled", "signal": 15}),
+        serde_json::json!({"kind": "signaled", "signal": n}),
         "{st}\n{err}"
     );
     // the step's process is gone from the container
