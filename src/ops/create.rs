@@ -21,7 +21,7 @@ use crate::ops::users::{
     Account, image_passwd, judge_unreadable_passwd, passwd_account, provides_user,
     update_remote_user_uid, verify_uids_inside,
 };
-use crate::progress::Reporter;
+use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
 
 /// The configuration merged with the image's metadata `entries` (`${devcontainerId}`
@@ -273,10 +273,31 @@ pub(crate) fn apply_policy(
 ) -> Result<security::Applied> {
     let mut applied = security::apply(profile, input, grants)?;
     applied.requests.extend(more);
+    for p in &applied.freed_ports {
+        reporter.report(Event::Warning(freed_port_warning(p)));
+    }
     if matches!(profile, SecurityProfile::Hardened(_)) {
         judge_unreadable_passwd(input, &applied, &applied.requests, grants, reporter)?;
     }
     Ok(applied)
+}
+
+/// Says that a loopback port the repository numbered is published from a free host port
+/// ([`security::Applied::freed_ports`], spec-note 0431), where to see it and how to keep the
+/// number.
+fn freed_port_warning(p: &crate::engine::PortBinding) -> Warning {
+    let address =
+        security::policy::publish_address(p.host_ip.as_deref().unwrap_or_default(), p.host_port);
+    Warning {
+        location: None,
+        message: format!(
+            "the repository publishes container port {}/{} on `{address}`: published from a free \
+             host port instead (a host service that is not running there would have its \
+             clients talk to the container); `docker port <container>` shows it, \
+             `--allow publish:{address}` keeps the number",
+            p.container_port, p.protocol
+        ),
+    }
 }
 
 /// The labels that tie the container to its user and its judged host variables, and, under
