@@ -1735,3 +1735,56 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_up() {
     let run = ctx.run("up", &[]);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 }
+
+/// Attack 26, Q1: a container that runs a repository's code (here labelled as another
+/// workspace's dev container, as the outer workspace's container of a nested repository is)
+/// binding a folder *above* the workspace writable can swap a bind source inside the workspace
+/// for a link to a host folder between the judgement and the engine's mount. The Compose `up`
+/// is refused naming it, before anything of the project is made; the same bind by a container
+/// without such labels (a toolbox container of the user's) is not counted.
+#[test]
+fn another_workspaces_container_binding_the_folder_above_refuses_up() {
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("compose_foreign_writer_above") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated().at(&format!("inner-{token}"));
+    let project = own_project(&ctx);
+    let name = format!("devcell-test-foreign-above-{token}");
+    ctx.cleanup().container(&name);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("services:\n{}", sleeper("app")),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
+    let bind = format!("{}:/outer", outer.display());
+    let local_folder = format!("devcontainer.local_folder={}", outer.display());
+    let started = |labels: &[&str]| {
+        let mut args = vec!["run", "-d", "--name", &name];
+        for label in labels {
+            args.extend(["--label", label]);
+        }
+        args.extend(["-v", &bind, BUSYBOX_IMAGE, "sleep", "100000"]);
+        let (ok, out) = docker(&args);
+        assert!(ok, "{out}");
+    };
+    started(&[&local_folder]);
+    let run = ctx.run("up", &[]);
+    assert_ne!(run.code, Some(0), "{}", run.stdout);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert!(all.contains(&name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+    assert!(
+        project_containers(&project).is_empty(),
+        "created: {:?}",
+        project_containers(&project)
+    );
+    // a container of the user's own (no dev container or Compose label): not counted
+    let (ok, out) = docker(&["rm", "-f", &name]);
+    assert!(ok, "{out}");
+    started(&[]);
+    let run = ctx.run("up", &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+}
