@@ -12,7 +12,6 @@
 //! registration.
 
 use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -194,14 +193,7 @@ impl DoorRequest {
             path: path.clone(),
             source,
         };
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)
-            .map_err(io)?;
+        let file = crate::ops::state_folder::open_lock_file_nofollow(&path).map_err(io)?;
         let until = Instant::now() + wait;
         loop {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {

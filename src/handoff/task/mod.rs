@@ -966,15 +966,22 @@ pub fn list_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
         .collect()
 }
 
-/// [`list_tasks`] with the tasks of a repository that was replaced or removed since
-/// (`status --all` lists them, marked, so they can be removed).
-pub fn list_all_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
-    let root = tasks_root(state_root, key);
-    let mut out: Vec<Vec<TaskRecord>> = std::fs::read_dir(&root)
+/// The folders directly in `dir` (not links to folders), read as far as they can be: none
+/// when `dir` cannot be read, an entry that cannot be read skipped. The task and mirror sweeps
+/// share it so that they agree on what a folder is.
+pub(crate) fn subfolders(dir: &Path) -> impl Iterator<Item = std::fs::DirEntry> + use<> {
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+}
+
+/// [`list_tasks`] with the tasks of a repository that was replaced or removed since
+/// (`status --all` lists them, marked, so they can be removed).
+pub fn list_all_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
+    let root = tasks_root(state_root, key);
+    let mut out: Vec<Vec<TaskRecord>> = subfolders(&root)
         .filter_map(|e| load_folder(&e.path()).ok())
         .collect();
     out.sort_by(|a, b| a[0].task.cmp(&b[0].task));
