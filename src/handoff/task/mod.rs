@@ -75,6 +75,15 @@ pub(crate) mod test_git {
         }
     }
 
+    /// A repository made at `dir` whose one commit (`a`) adds the file `a` holding `text`.
+    pub fn repo_of_a(dir: &Path, text: &str) {
+        std::fs::create_dir(dir).unwrap();
+        plain_git(dir, &["init", "-q"]);
+        std::fs::write(dir.join("a"), text).unwrap();
+        plain_git(dir, &["add", "a"]);
+        plain_git(dir, &["commit", "-qm", "a"]);
+    }
+
     /// A repository made at `dir` with one empty commit.
     pub fn empty_repo(dir: &Path) {
         std::fs::create_dir(dir).unwrap();
