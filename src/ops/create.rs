@@ -184,17 +184,23 @@ pub(crate) struct ImageUsers {
     pub(crate) account: Option<Account>,
 }
 
-/// Reads the [`ImageUsers`] of a new container: `spec_user` is the user its request names,
-/// `image_user` the one it otherwise starts as.
+/// Reads the [`ImageUsers`] of a new container under `profile` (the passwd only under
+/// `hardened`): `spec` is its request (naming a user or not), `image_user` the user it
+/// otherwise starts as.
 pub(crate) async fn image_users(
     engine: &dyn Engine,
-    hardened: bool,
+    profile: &SecurityProfile,
     (image, merged): (&PreparedImage, &Value),
-    spec_user: Option<&String>,
+    spec: &ContainerSpec,
     image_user: Option<String>,
 ) -> ImageUsers {
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let remote_user = metadata::ConfiguredUsers::of(merged).remote_user;
-    let home_user = home_user(remote_user.as_ref(), spec_user, image_user.as_ref());
+    let home_user = home_user(
+        remote_user.as_ref(),
+        spec.user.as_ref(),
+        image_user.as_ref(),
+    );
     let passwd = hardened_passwd(engine, hardened, image).await;
     let account = passwd
         .as_deref()

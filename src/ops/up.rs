@@ -731,14 +731,7 @@ async fn judge_new(
     let (image, merged, entries) = (facts.image, facts.merged, facts.entries);
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let image_user = image.info.user.clone().filter(|u| !u.is_empty());
-    let users = image_users(
-        engine,
-        hardened,
-        (image, merged),
-        spec.user.as_ref(),
-        image_user,
-    )
-    .await;
+    let users = image_users(engine, profile, (image, merged), &spec, image_user).await;
     // Named volumes judged by what they are, before the binds are resolved: a bind-backed one
     // becomes a bind of its device (spec-note 0444).
     let (volume_requests, missing_volumes) = if hardened {
