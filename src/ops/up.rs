@@ -315,6 +315,19 @@ pub(crate) async fn judge_up(
             .await
             .map_err(|why| crate::ops::quiesce::NotStopped { why, task: None })?;
     }
+    // a container devcell cannot stop must not write what is judged (spec-notes 0478, 0656):
+    // only when `up` will create or start one (a running one reused is not bound again, and
+    // a warm `up` makes no more engine calls)
+    let reuses_running = reused.is_some_and(|c| c.running);
+    if matches!(choice.profile, SecurityProfile::Hardened(_)) && !reuses_running {
+        crate::ops::foreign_writers::refuse_foreign_writers(
+            engine,
+            &loaded.workspace_folder,
+            None,
+            &id_labels,
+        )
+        .await?;
+    }
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
     find_warnings.extend(gpu_warnings);

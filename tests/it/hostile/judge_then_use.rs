@@ -302,3 +302,47 @@ impl Drop for BuiltImage {
         }
     }
 }
+
+/// Attack 24, O4's remainder, for a single container (spec-note 0656): a running container
+/// devcell does not own (started by hand, no label of devcell's) binds the workspace writable;
+/// it could swap what `up` judged (a bind source, the Dockerfile) before the engine uses it,
+/// and devcell cannot stop it. A hardened `up` of an `image` configuration, which only a
+/// Compose `up` refused, is refused naming it, before anything is created.
+#[test]
+fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_single_container_up() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("single_container_foreign_writer") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = format!(
+        "devcell-test-foreign-single-{}",
+        crate::support::run_token()
+    );
+    ctx.cleanup().container(&name);
+    let ctx = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = ctx.path().display().to_string();
+    let (ok, out) = docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "-v",
+        &format!("{ws}:/w"),
+        BUSYBOX_IMAGE,
+        "sleep",
+        "100000",
+    ]);
+    assert!(ok, "{out}");
+    let run = ctx.run("up", &[]);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains(&name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+    assert!(
+        ctx.containers().is_empty(),
+        "created: {:?}",
+        ctx.containers()
+    );
+}
