@@ -85,7 +85,7 @@ pub(crate) async fn up_compose(
         crate::ops::foreign_writers::refuse_foreign_writers(
             engine,
             &loaded.workspace_folder,
-            &project.target.project.name,
+            Some(&project.target.project.name),
             &id_labels,
         )
         .await?;

@@ -1,4 +1,5 @@
-//! Under `hardened`, `up` is refused while a running container devcell does not own can swap
+//! Under `hardened`, an `up` (a Compose project's, and a single container's that `up` will
+//! create or start: spec-note 0656) is refused while a running container devcell does not own can swap
 //! a folder of the workspace between devcell's judgement and the engine's mount (attack 24,
 //! O4's remainder; attack 26, Q1; spec-note 0478): devcell judges each bind source inside the
 //! workspace by what its path resolves to, and the engine resolves the path again when it
@@ -24,26 +25,26 @@ use crate::security::SecurityError;
 use crate::security::host_path;
 
 /// Refuses ([`SecurityError::ForeignWriter`]) when a running container that is neither of the
-/// Compose project `project` nor this workspace's (it carries every label of `id_labels`)
-/// binds, writable, the workspace folder `workspace` or a folder inside it, or, when it runs a
-/// repository's code ([`runs_repository_code`]), a folder above it (the module's rule).
+/// Compose project `project` (`None`: a single container's `up`, no project is its own) nor
+/// this workspace's (it carries every label of `id_labels`) binds, writable, the workspace
+/// folder `workspace` or a folder inside it, or, when it runs a repository's code
+/// ([`runs_repository_code`]), a folder above it (the module's rule).
 /// One engine listing, and one inspect per running container of another project.
 ///
 /// Errors: [`SecurityError::ForeignWriter`] naming each; the engine's.
 pub(crate) async fn refuse_foreign_writers(
     engine: &dyn Engine,
     workspace: &Path,
-    project: &str,
+    project: Option<&str>,
     id_labels: &BTreeMap<String, String>,
 ) -> Result<()> {
     let workspace = host_path::resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let mut found = Vec::new();
     for c in engine.list_containers().await? {
-        let own = c
-            .labels
-            .get(crate::engine::compose::PROJECT_LABEL)
-            .is_some_and(|p| p == project)
-            || id_labels.iter().all(|(k, v)| c.labels.get(k) == Some(v));
+        let own = project.is_some_and(|project| {
+            c.labels.get(crate::engine::compose::PROJECT_LABEL) == Some(&project.to_string())
+        }) || (!id_labels.is_empty()
+            && id_labels.iter().all(|(k, v)| c.labels.get(k) == Some(v)));
         if own || !matches!(c.state.as_str(), "running" | "restarting" | "paused") {
             continue;
         }
