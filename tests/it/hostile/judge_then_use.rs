@@ -346,3 +346,56 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_sing
         ctx.containers()
     );
 }
+
+/// Attack 26, Q1, as the attack ran it: the outer workspace's dev container (a hook left a
+/// loop running in it) binds the folder above a nested repository and swaps the nested
+/// repository's `mounts` source (`${localWorkspaceFolder}/data`) for a link to a host folder
+/// between the judgement and the engine's mount. A hardened `up` of the nested repository is
+/// refused naming that container, before anything is created; the same bind by a container
+/// of the user's own (no dev container or Compose label) is not counted.
+#[test]
+fn another_workspaces_dev_container_binding_the_folder_above_refuses_a_single_container_up() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("single_container_foreign_writer_above") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated().at(&format!("inner-{token}"));
+    let name = format!("devcell-test-foreign-above-single-{token}");
+    ctx.cleanup().container(&name);
+    std::fs::create_dir_all(ctx.path().join("data")).unwrap();
+    let ctx = ctx.config(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "mounts": ["source=${localWorkspaceFolder}/data,target=/data,type=bind"]}"#,
+    );
+    let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
+    let bind = format!("{}:/outer", outer.display());
+    let local_folder = format!("devcontainer.local_folder={}", outer.display());
+    let started = |labels: &[&str]| {
+        let mut args = vec!["run", "-d", "--name", &name];
+        for label in labels {
+            args.extend(["--label", label]);
+        }
+        args.extend(["-v", &bind, BUSYBOX_IMAGE, "sleep", "100000"]);
+        let (ok, out) = docker(&args);
+        assert!(ok, "{out}");
+    };
+    started(&[&local_folder]);
+    let run = ctx.run("up", &[]);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains(&name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+    assert!(
+        ctx.containers().is_empty(),
+        "created: {:?}",
+        ctx.containers()
+    );
+    // a container of the user's own binding the folder above: not counted
+    let (ok, out) = docker(&["rm", "-f", &name]);
+    assert!(ok, "{out}");
+    started(&[]);
+    let run = ctx.run("up", &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+}
