@@ -200,9 +200,15 @@ pub struct PackedContext {
 /// the context (sent under its relative path) or outside it (sent as
 /// [`OUTSIDE_DOCKERFILE_NAME`]). Symbolic links are stored as links, not followed.
 ///
+/// With `judged` (the Dockerfile's content as devcell judged it), the Dockerfile entry is a
+/// regular file holding exactly those bytes, and whatever is at the Dockerfile's path in the
+/// context now (a file changed since, a link, a folder) is left out: the builder builds the
+/// Dockerfile that was judged, not one a process writing the workspace put there after the
+/// judgement (attack O3, spec-note 0655).
+///
 /// Errors: [`EngineError::BuildContext`] naming the file that could not be read,
 /// [`EngineError::Dockerignore`].
-pub fn pack(context: &Path, dockerfile: &Path) -> Result<PackedContext> {
+pub fn pack(context: &Path, dockerfile: &Path, judged: Option<&[u8]>) -> Result<PackedContext> {
     let ignore = Dockerignore::load(context)?;
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -228,26 +234,32 @@ pub fn pack(context: &Path, dockerfile: &Path) -> Result<PackedContext> {
         Mode::empty(),
     )
     .map_err(|e| io_err(&context_abs)(e.into()))?;
-    walk(
-        &context_abs,
-        &root_dir,
-        &context_abs,
-        &ignore,
-        &always,
-        &mut builder,
-        &io_err,
-    )?;
-    let name = match inside {
-        Some(rel) => rel,
-        None => {
-            let bytes = crate::config::bounded::read(&dockerfile_abs, MAX_SMALL_FILE_BYTES)
-                .map_err(io_err(&dockerfile_abs))?;
-            let mut header = tar::Header::new_gnu();
-            header.set_size(bytes.len() as u64);
-            header.set_mode(0o644);
-            header.set_cksum();
-            builder
-                .append_data(&mut header, OUTSIDE_DOCKERFILE_NAME, bytes.as_slice())
+    // the judged Dockerfile replaces the entry at its path, whatever is there now
+    let replaced = judged.and(inside.as_deref());
+    let walked = Walk {
+        root: &context_abs,
+        ignore: &ignore,
+        always: &always,
+        replaced,
+    };
+    walk(&walked, &root_dir, &context_abs, &mut builder, &io_err)?;
+    let name = match (inside, judged) {
+        (Some(rel), None) => rel,
+        (Some(rel), Some(bytes)) => {
+            append_bytes(&mut builder, &rel, bytes).map_err(io_err(&dockerfile_abs))?;
+            rel
+        }
+        (None, judged) => {
+            let read;
+            let bytes = match judged {
+                Some(bytes) => bytes,
+                None => {
+                    read = crate::config::bounded::read(&dockerfile_abs, MAX_SMALL_FILE_BYTES)
+                        .map_err(io_err(&dockerfile_abs))?;
+                    read.as_slice()
+                }
+            };
+            append_bytes(&mut builder, OUTSIDE_DOCKERFILE_NAME, bytes)
                 .map_err(io_err(&dockerfile_abs))?;
             OUTSIDE_DOCKERFILE_NAME.to_string()
         }
@@ -266,11 +278,9 @@ pub fn pack(context: &Path, dockerfile: &Path) -> Result<PackedContext> {
 /// can neither send the host folder's files nor make devcell read them. A file is read from a
 /// handle checked to be the entry that was listed; a changed one fails the pack.
 fn walk<F, G>(
-    root: &Path,
+    walked: &Walk<'_>,
     dir: &OwnedFd,
     dir_path: &Path,
-    ignore: &Dockerignore,
-    always: &[String],
     builder: &mut tar::Builder<Vec<u8>>,
     io_err: &F,
 ) -> Result<()>
@@ -278,12 +288,22 @@ where
     F: Fn(&Path) -> G,
     G: FnOnce(std::io::Error) -> EngineError,
 {
+    let Walk {
+        root,
+        ignore,
+        always,
+        replaced,
+    } = *walked;
     for name in sorted_names(dir).map_err(io_err(dir_path))? {
         let path = dir_path.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
         let rel = match path.strip_prefix(root) {
             Ok(r) => to_slash(r),
             Err(_) => continue,
         };
+        if replaced == Some(rel.as_str()) {
+            // the judged Dockerfile is appended in its place (spec-note 0655)
+            continue;
+        }
         let handle = openat(
             dir,
             name.as_c_str(),
@@ -309,7 +329,7 @@ where
                 Mode::empty(),
             )
             .map_err(|e| io_err(&path)(e.into()))?;
-            walk(root, &inner, &path, ignore, always, builder, io_err)?;
+            walk(walked, &inner, &path, builder, io_err)?;
         } else if excluded {
             continue;
         } else if file_type.is_symlink() {
@@ -336,6 +356,29 @@ where
         }
     }
     Ok(())
+}
+
+/// What [`walk`] packs: the context's root, its `.dockerignore`, the names always sent, and
+/// the Dockerfile's name when its judged bytes replace the entry there.
+#[derive(Clone, Copy)]
+struct Walk<'a> {
+    root: &'a Path,
+    ignore: &'a Dockerignore,
+    always: &'a [String],
+    replaced: Option<&'a str>,
+}
+
+/// Appends a regular file `name` holding `bytes` (mode 0644).
+fn append_bytes(
+    builder: &mut tar::Builder<Vec<u8>>,
+    name: &str,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(bytes.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    builder.append_data(&mut header, name, bytes)
 }
 
 /// The names in the open folder `dir` (without `.` and `..`), sorted.
@@ -471,7 +514,7 @@ mod tests {
         fs::write(root.join("app.log"), "l").unwrap();
         fs::write(root.join("Dockerfile"), "FROM scratch").unwrap();
         fs::write(root.join(".dockerignore"), "secret\n*.log\nDockerfile\n").unwrap();
-        let packed = pack(root, &root.join("Dockerfile")).unwrap();
+        let packed = pack(root, &root.join("Dockerfile"), None).unwrap();
         let names = names(&packed.tar);
         assert_eq!(packed.dockerfile, "Dockerfile");
         assert!(names.contains(&"src/main.rs".to_string()), "{names:?}");
@@ -487,9 +530,49 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         fs::write(ctx.path().join("f"), "x").unwrap();
         fs::write(other.path().join("Dockerfile"), "FROM scratch").unwrap();
-        let packed = pack(ctx.path(), &other.path().join("Dockerfile")).unwrap();
+        let packed = pack(ctx.path(), &other.path().join("Dockerfile"), None).unwrap();
         assert_eq!(packed.dockerfile, OUTSIDE_DOCKERFILE_NAME);
         assert!(names(&packed.tar).contains(&OUTSIDE_DOCKERFILE_NAME.to_string()));
+    }
+
+    /// Attack O3: with the judged bytes, the archive's Dockerfile entry is exactly them, once,
+    /// whatever is at the Dockerfile's path now (other text, a link to a host file).
+    #[test]
+    fn pack_sends_the_judged_dockerfile_bytes_not_the_file() {
+        let ctx = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        fs::write(host.path().join("secret"), "HOST-SECRET").unwrap();
+        fs::write(
+            ctx.path().join("Dockerfile"),
+            "FROM registry.example/swapped",
+        )
+        .unwrap();
+        let judged = b"FROM registry.example/judged\n".as_slice();
+        let content = |packed: &PackedContext| -> Vec<Vec<u8>> {
+            let mut a = tar::Archive::new(packed.tar.as_slice());
+            a.entries()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| e.path().unwrap().to_string_lossy() == packed.dockerfile)
+                .map(|mut e| {
+                    let mut bytes = Vec::new();
+                    std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
+                    bytes
+                })
+                .collect()
+        };
+        let packed = pack(ctx.path(), &ctx.path().join("Dockerfile"), Some(judged)).unwrap();
+        assert_eq!(packed.dockerfile, "Dockerfile");
+        assert_eq!(content(&packed), vec![judged.to_vec()]);
+        fs::remove_file(ctx.path().join("Dockerfile")).unwrap();
+        std::os::unix::fs::symlink(host.path().join("secret"), ctx.path().join("Dockerfile"))
+            .unwrap();
+        let packed = pack(ctx.path(), &ctx.path().join("Dockerfile"), Some(judged)).unwrap();
+        assert_eq!(content(&packed), vec![judged.to_vec()]);
+        // one outside the context too
+        let packed = pack(ctx.path(), &host.path().join("Dockerfile"), Some(judged)).unwrap();
+        assert_eq!(packed.dockerfile, OUTSIDE_DOCKERFILE_NAME);
+        assert_eq!(content(&packed), vec![judged.to_vec()]);
     }
 
     #[test]
@@ -528,6 +611,7 @@ mod tests {
         let err = pack(
             Path::new("/nonexistent/ctx"),
             Path::new("/nonexistent/ctx/Dockerfile"),
+            None,
         )
         .unwrap_err();
         assert!(err.to_string().contains("/nonexistent/ctx"), "{err}");
@@ -568,7 +652,7 @@ mod tests {
         };
         let mut packed_ok = 0;
         for _ in 0..150 {
-            let Ok(packed) = pack(&root, &root.join("Dockerfile")) else {
+            let Ok(packed) = pack(&root, &root.join("Dockerfile"), None) else {
                 continue;
             };
             packed_ok += 1;

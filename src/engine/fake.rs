@@ -41,6 +41,7 @@ struct State {
     container_files: BTreeMap<(String, String), Vec<u8>>,
     volumes: BTreeMap<String, BTreeMap<String, String>>,
     execs: Vec<(String, ExecRequest)>,
+    builds: Vec<BuildRequest>,
     calls: Vec<String>,
     exec_reply: ExecResult,
     next_id: u64,
@@ -115,6 +116,11 @@ impl FakeEngine {
     /// `stop <id>`, `remove <id>`, `exec <id>`, `write <id> <path>`, …).
     pub fn calls(&self) -> Vec<String> {
         self.lock().calls.clone()
+    }
+
+    /// Every build asked for, as the operation sent it (the fake builds nothing).
+    pub fn builds(&self) -> Vec<BuildRequest> {
+        self.lock().builds.clone()
     }
 
     /// The container `id` as the engine knows it now.
@@ -305,9 +311,10 @@ impl Engine for FakeEngine {
 
     async fn build_image(
         &self,
-        _request: &BuildRequest,
+        request: &BuildRequest,
         _reporter: &dyn Reporter,
     ) -> Result<ImageInfo> {
+        self.lock().builds.push(request.clone());
         Err(EngineError::Build {
             message: "the fake engine does not build".to_string(),
         })

@@ -469,6 +469,11 @@ pub struct BuildRequest {
     pub network: Option<String>,
     /// Target platform (`--platform`, e.g. `linux/amd64`).
     pub platform: Option<String>,
+    /// The Dockerfile's content as devcell judged it (`hardened`): when set, the archive's
+    /// Dockerfile entry holds exactly these bytes and the file at `dockerfile` is not read
+    /// again, so a process writing the workspace cannot swap the Dockerfile between the
+    /// judgement and the pack (attack O3, spec-note 0655). `None`: read from `dockerfile`.
+    pub dockerfile_bytes: Option<Vec<u8>>,
 }
 
 /// A command to run in a running container (`docker exec`).

@@ -369,27 +369,48 @@ pub async fn publish_with_reporter(
     reporter: &dyn Reporter,
 ) -> Result<IndexMap<String, PublishOutcome>> {
     let features = package_all(dir)?;
-    let mut out = IndexMap::new();
-    for f in &features {
-        reporter.report(Event::Status(format!(
-            "publishing {target_registry}/{namespace}/{} {}",
-            f.id, f.version
-        )));
-        let outcome = publish_feature(registry, target_registry, namespace, f).await?;
-        out.insert(f.id.clone(), outcome);
-    }
+    let at = (target_registry, namespace);
+    let id_version = |f: &PackagedFeature| (f.id.clone(), f.version.clone());
+    let out = publish_each(&features, at, reporter, id_version, async |f| {
+        publish_feature(registry, target_registry, namespace, f).await
+    })
+    .await?;
     let annotations = IndexMap::from([(
         "com.github.package.type".to_owned(),
         "devcontainer_collection".to_owned(),
     )]);
     let collection = collection_json(&features);
-    let at = (target_registry, namespace);
     push_collection(registry, at, &collection, &annotations, reporter)
         .await
         .map_err(|source| PublishError::Registry {
             reference: format!("{target_registry}/{namespace}"),
             source,
         })?;
+    Ok(out)
+}
+
+/// Publishes each of `items` in order with `publish_one`, reporting `publishing
+/// <registry>/<namespace>/<id> <version>` (`at`, `id_version`) before each; the outcomes by
+/// id. `features publish` and `templates publish` both go through it.
+///
+/// # Errors
+/// The first of `publish_one`'s: the items after it are not published.
+pub(crate) async fn publish_each<T, E>(
+    items: &[T],
+    (target_registry, namespace): (&str, &str),
+    reporter: &dyn Reporter,
+    id_version: impl Fn(&T) -> (String, String),
+    publish_one: impl AsyncFn(&T) -> std::result::Result<PublishOutcome, E>,
+) -> std::result::Result<IndexMap<String, PublishOutcome>, E> {
+    let mut out = IndexMap::new();
+    for item in items {
+        let (id, version) = id_version(item);
+        reporter.report(Event::Status(format!(
+            "publishing {target_registry}/{namespace}/{id} {version}"
+        )));
+        let outcome = publish_one(item).await?;
+        out.insert(id, outcome);
+    }
     Ok(out)
 }
 

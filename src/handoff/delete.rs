@@ -227,10 +227,8 @@ pub async fn delete_with(
     ids.retain(|id| !kept.external_containers.contains(id));
     let projects = compose_projects(engine, &mut ids).await?;
     let data = remove_containers(engine, &ids, &labels, &mut removed, reporter).await?;
-    remove_project_networks(engine, &projects, &mut removed, reporter).await?;
-    if opts.project_volumes {
-        remove_project_volumes(engine, &projects, &mut removed, reporter).await?;
-    }
+    let volumes_too = opts.project_volumes;
+    remove_projects(engine, &projects, volumes_too, &mut removed, reporter).await?;
     kept.volumes = data
         .into_iter()
         .filter(|v| !removed.volumes.contains(v))
@@ -434,11 +432,15 @@ fn is_anonymous_volume(name: &str) -> bool {
 }
 
 /// The projects' networks ([`crate::ops::down::remove_project_networks`], failing on one still
-/// in use). Their named volumes are the repository's data and stay, as under `docker compose
-/// down` (spec-note 0606).
-async fn remove_project_networks(
+/// in use), then, when `volumes_too` (a project that is devcell's own,
+/// [`DeleteOptions::project_volumes`]), their named volumes: those Compose labelled with the
+/// project *and* named `<project>_<volume>` by it. A volume the files name outright (`name:`)
+/// may be another project's too, and stays; without `volumes_too` the named volumes are the
+/// repository's data and stay, as under `docker compose down` (spec-note 0606).
+async fn remove_projects(
     engine: &dyn Engine,
     projects: &[String],
+    volumes_too: bool,
     removed: &mut Removed,
     reporter: &dyn Reporter,
 ) -> Result<()> {
@@ -454,19 +456,9 @@ async fn remove_project_networks(
             .await?,
         );
     }
-    Ok(())
-}
-
-/// The projects' named volumes, for a project that is devcell's own
-/// ([`DeleteOptions::project_volumes`]): those Compose labelled with the project *and* named
-/// `<project>_<volume>` by it. A volume the files name outright (`name:`) may be another
-/// project's too, and stays.
-async fn remove_project_volumes(
-    engine: &dyn Engine,
-    projects: &[String],
-    removed: &mut Removed,
-    reporter: &dyn Reporter,
-) -> Result<()> {
+    if !volumes_too {
+        return Ok(());
+    }
     for project in projects {
         let scoped = format!("{project}_");
         for name in engine

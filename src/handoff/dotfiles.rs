@@ -313,20 +313,34 @@ mod tests {
             .unwrap()
     }
 
+    /// A request of `repository` and nothing else.
+    pub(super) fn bare_request(repository: &str) -> Dotfiles {
+        Dotfiles::from_flags(Some(repository), None, None)
+            .unwrap()
+            .unwrap()
+    }
+
+    /// `request` planned for a container under network `none`, exported to `export`.
+    pub(super) fn planned(
+        request: &Dotfiles,
+        export: &Path,
+        warnings: &mut Vec<String>,
+    ) -> HandoffDotfiles {
+        plan(Some(request), false, NetworkMode::None, export, warnings)
+            .unwrap()
+            .unwrap()
+    }
+
     #[test]
     fn a_host_folders_export_is_bound_read_only_and_cloned_from_inside() {
         let dir = tempfile::tempdir().unwrap();
         let real = std::fs::canonicalize(dir.path()).unwrap();
         let mut warnings = Vec::new();
-        let d = plan(
-            Some(&request(dir.path().to_str().unwrap())),
-            false,
-            NetworkMode::None,
+        let d = planned(
+            &request(dir.path().to_str().unwrap()),
             Path::new("/state/dotfiles/k"),
             &mut warnings,
-        )
-        .unwrap()
-        .unwrap();
+        );
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(d.in_container.repository, SOURCE_TARGET);
         assert_eq!(d.in_container.install_command.as_deref(), Some("setup.sh"));
@@ -345,15 +359,11 @@ mod tests {
     #[test]
     fn a_url_is_cloned_inside_and_warned_about_under_none() {
         let mut warnings = Vec::new();
-        let d = plan(
-            Some(&request("me/dots")),
-            false,
-            NetworkMode::None,
+        let d = planned(
+            &request("me/dots"),
             Path::new("/state/dotfiles/k"),
             &mut warnings,
-        )
-        .unwrap()
-        .unwrap();
+        );
         assert_eq!(d.mount, None);
         assert_eq!(d.in_container, request("me/dots"));
         assert_eq!(d.planned.host_source, None);
@@ -404,6 +414,7 @@ mod tests {
 /// nothing else, and only while `up` runs.
 #[cfg(test)]
 mod export_tests {
+    use super::tests::{bare_request, planned};
     use super::*;
 
     use crate::config::hostgit::test_git as git;
@@ -450,19 +461,11 @@ mod export_tests {
         );
         let export = dir.path().join("state/dotfiles/key");
         let mut warnings = Vec::new();
-        let d = plan(
-            Some(
-                &Dotfiles::from_flags(Some(dots.to_str().unwrap()), None, None)
-                    .unwrap()
-                    .unwrap(),
-            ),
-            false,
-            NetworkMode::None,
+        let d = planned(
+            &bare_request(dots.to_str().unwrap()),
             &export,
             &mut warnings,
-        )
-        .unwrap()
-        .unwrap();
+        );
         assert!(!export.exists(), "the plan writes nothing");
         let (staged, warning) = stage(Some(&d));
         assert_eq!(warning, None);
@@ -498,19 +501,11 @@ mod export_tests {
         let dir = tempfile::tempdir().unwrap();
         let export = dir.path().join("state/dotfiles/key");
         let mut warnings = Vec::new();
-        let d = plan(
-            Some(
-                &Dotfiles::from_flags(Some(dir.path().to_str().unwrap()), None, None)
-                    .unwrap()
-                    .unwrap(),
-            ),
-            false,
-            NetworkMode::None,
+        let d = planned(
+            &bare_request(dir.path().to_str().unwrap()),
             &export,
             &mut warnings,
-        )
-        .unwrap()
-        .unwrap();
+        );
         let (staged, warning) = stage(Some(&d));
         let warning = warning.expect("a warning");
         assert!(warning.contains("could not export"), "{warning}");

@@ -246,9 +246,23 @@ impl Mediator {
     /// [`MailError::RateLimited`], [`MailError::ClientIdReused`], [`MailError::LogFull`], store
     /// errors.
     pub fn send(&self, from: &TaskName, draft: Draft) -> Result<Receipt> {
+        self.send_prepared(from, draft, |_, _| Ok(()))
+    }
+
+    /// [`Mediator::send`] of `draft` once `prepare` has completed it from the log's state (in
+    /// the same transaction); an error of `prepare` is a refusal, logged as the others.
+    fn send_prepared(
+        &self,
+        from: &TaskName,
+        mut draft: Draft,
+        prepare: impl FnOnce(&State, &mut Draft) -> Result<()>,
+    ) -> Result<Receipt> {
         let receipt = self.transact(|state, now| {
             let sender = Party::Task(from.clone());
             let client_id = draft.client_id.clone();
+            if let Err(e) = prepare(state, &mut draft) {
+                return self.refusal(state, now, sender, client_id, e);
+            }
             match self.accept(state, now, &sender, draft) {
                 Ok(outcome) => outcome,
                 Err(e) => self.refusal(state, now, sender, client_id, e),
@@ -342,29 +356,17 @@ impl Mediator {
     ///
     /// # Errors
     /// As [`Mediator::send`], and [`MailError::NoSuchMessage`].
-    pub fn reply(&self, task: &TaskName, id: &MessageId, mut draft: Draft) -> Result<Receipt> {
-        let receipt = self.transact(|state, now| {
-            let sender = Party::Task(task.clone());
-            let client_id = draft.client_id.clone();
-            let original = match visible_to_recipient(state, task, id) {
-                Ok(e) => &e.message,
-                Err(e) => {
-                    return self.refusal(state, now, sender, client_id, e);
-                }
-            };
+    pub fn reply(&self, task: &TaskName, id: &MessageId, draft: Draft) -> Result<Receipt> {
+        self.send_prepared(task, draft, |state, draft| {
+            let original = &visible_to_recipient(state, task, id)?.message;
             draft.to = match &original.from {
                 Party::Task(t) => vec![t.clone()],
                 Party::Mediator => Vec::new(),
             };
             draft.thread_id = Some(original.thread_id.clone());
             draft.reply_to = Some(original.id.clone());
-            match self.accept(state, now, &sender, draft) {
-                Ok(outcome) => outcome,
-                Err(e) => self.refusal(state, now, sender, client_id, e),
-            }
-        })?;
-        self.escalate_accepted(&receipt);
-        Ok(receipt)
+            Ok(())
+        })
     }
 
     /// The mediator's own message (the host user's `post`): no policy, no rate bound.

@@ -25,4 +25,6 @@ pub use model::{
 pub use policy::{Action, Bounds, Decision, Policy};
 
 #[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
 mod tests;

@@ -848,20 +848,10 @@ fn an_escalated_message_runs_the_command_once_and_stays_held_whatever_it_did() {
         "printf '%s %s\\n' \"$DEVCELL_MAIL_ID\" \"$DEVCELL_MAIL_TO\" >> '{}'; echo failing >&2; exit 4",
         marker.display()
     );
-    let policy = Policy::forward_all()
-        .with_rule("*", "b", Some(MessageType::Request), Action::Escalate)
-        .unwrap()
+    let policy = escalating_policy()
         .with_rule("*", "c", None, Action::Hold)
         .unwrap();
-    let m = Mediator::open(dir.path(), &group(), policy, Bounds::default())
-        .unwrap()
-        .with_escalation(
-            Escalation::from_settings(&crate::settings::MailSettings {
-                escalate_command: vec!["/bin/sh".into(), "-c".into(), script],
-                ..crate::settings::MailSettings::default()
-            })
-            .unwrap(),
-        );
+    let m = escalating_with(dir.path(), policy, script);
     for task in ["a", "b", "c"] {
         m.register(&t(task), None).unwrap();
     }
@@ -897,10 +887,20 @@ fn an_escalated_message_runs_the_command_once_and_stays_held_whatever_it_did() {
     assert_eq!(m.inbox(&t("b")).unwrap().len(), 1, "forwarded as ever");
 }
 
-fn escalating(dir: &std::path::Path, script: String) -> Mediator {
-    let policy = Policy::forward_all()
+/// Forwarding everything but requests to `b`, which are escalated.
+fn escalating_policy() -> Policy {
+    Policy::forward_all()
         .with_rule("*", "b", Some(MessageType::Request), Action::Escalate)
-        .unwrap();
+        .unwrap()
+}
+
+/// The mediator of [`escalating_policy`] running `sh -c script` for an escalation.
+fn escalating(dir: &std::path::Path, script: String) -> Mediator {
+    escalating_with(dir, escalating_policy(), script)
+}
+
+/// The mediator of `policy` running `sh -c script` for an escalation.
+fn escalating_with(dir: &std::path::Path, policy: Policy, script: String) -> Mediator {
     Mediator::open(dir, &group(), policy, Bounds::default())
         .unwrap()
         .with_escalation(

@@ -559,6 +559,57 @@ fn sidecar_left_by_this_workspace(
     override_labels_primary(override_file, &target.service, id_labels)
 }
 
+/// Whether a container (its `labels`) of a Compose project was brought up by devcell's own
+/// `up` of the workspace `id_labels` identifies, proven as [`sidecar_left_by_this_workspace`]
+/// proves it but before the configuration's Compose files are read (the primary service not
+/// known yet): it carries no other value of one of `id_labels`, and Compose's config-files
+/// label ends with one override file in devcell's state folder for the container's project
+/// that labels a service with every one of `id_labels` (spec-note 0657). A project the
+/// repository names after another workspace's is never proven this way.
+pub(crate) fn brought_up_by_this_workspace(
+    labels: &BTreeMap<String, String>,
+    id_labels: &BTreeMap<String, String>,
+) -> bool {
+    crate::ops::state_folder::StateFolder::open_default()
+        .is_some_and(|state| brought_up_from(state.root(), labels, id_labels))
+}
+
+/// [`brought_up_by_this_workspace`] with devcell's state folder at `state`.
+fn brought_up_from(
+    state: &Path,
+    labels: &BTreeMap<String, String>,
+    id_labels: &BTreeMap<String, String>,
+) -> bool {
+    if id_labels.is_empty() || !not_another_workspaces(labels, id_labels) {
+        return false;
+    }
+    let Some(project) = labels.get(PROJECT_LABEL) else {
+        return false;
+    };
+    let files = labels
+        .get(CONFIG_FILES_LABEL)
+        .map(|v| config_files_from_label(v))
+        .unwrap_or_default();
+    let Some(override_file) = files.last() else {
+        return false;
+    };
+    let ours = state.join("compose").join(project);
+    let named = override_file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("docker-compose.devcell-") && n.ends_with(".json"));
+    if override_file.parent() != Some(ours.as_path()) || !named || project.contains('/') {
+        return false;
+    }
+    read_override(override_file).is_some_and(|value| {
+        value["services"].as_object().is_some_and(|services| {
+            services
+                .values()
+                .any(|s| labels_every(&s["labels"], id_labels))
+        })
+    })
+}
+
 /// Whether devcell's override file `path` (a regular file of its state folder, read without
 /// following a link, at most 4 MiB) labels `service` with every one of `id_labels`.
 fn override_labels_primary(
@@ -566,27 +617,12 @@ fn override_labels_primary(
     service: &str,
     id_labels: &BTreeMap<String, String>,
 ) -> bool {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    const MAX: u64 = 4 * 1024 * 1024;
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-    else {
-        return false;
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut text = Vec::new();
-    if file.take(MAX).read_to_end(&mut text).is_err() {
-        return false;
-    }
-    let Ok(value) = serde_json::from_slice::<Value>(&text) else {
-        return false;
-    };
-    let labels = &value["services"][service]["labels"];
+    read_override(path)
+        .is_some_and(|value| labels_every(&value["services"][service]["labels"], id_labels))
+}
+
+/// Whether the labels of an override file's service carry every one of `id_labels`.
+fn labels_every(labels: &Value, id_labels: &BTreeMap<String, String>) -> bool {
     // values are written with Compose's interpolation escaped (`$` as `$$`)
     id_labels.iter().all(|(k, v)| {
         labels
@@ -594,6 +630,27 @@ fn override_labels_primary(
             .and_then(Value::as_str)
             .is_some_and(|have| have == v || have == v.replace('$', "$$"))
     })
+}
+
+/// devcell's override file `path` parsed: a regular file of its state folder, read without
+/// following a link, at most 4 MiB; `None` otherwise.
+fn read_override(path: &Path) -> Option<Value> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    const MAX: u64 = 4 * 1024 * 1024;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(
+            rustix::fs::OFlags::NOFOLLOW.bits() as i32 | rustix::fs::OFlags::NONBLOCK.bits() as i32,
+        )
+        .open(path)
+        .ok()?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let mut text = Vec::new();
+    file.take(MAX).read_to_end(&mut text).ok()?;
+    serde_json::from_slice::<Value>(&text).ok()
 }
 
 /// The containers (by id) that make a project not this workspace's ([`claim_project`]): every
@@ -753,6 +810,75 @@ pub(crate) const COMPOSE_NETWORK_NOTE: &str = "Compose project network: the prim
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack P5 with the primary removed: a sidecar devcell's `up` of this workspace brought
+    /// up is proven the workspace's by devcell's override file for its project (labelling a
+    /// service with every id label) without its primary; a container only claiming the
+    /// project, one whose override labels another workspace, one whose last file is not
+    /// devcell's, and another workspace's primary are not.
+    #[test]
+    fn a_sidecar_is_proven_the_workspaces_by_devcells_override_file() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join("compose/p");
+        std::fs::create_dir_all(&dir).unwrap();
+        let id_labels = BTreeMap::from([
+            (
+                crate::names::LOCAL_FOLDER_LABEL.to_string(),
+                "/w".to_string(),
+            ),
+            (
+                crate::names::CONFIG_FILE_LABEL.to_string(),
+                "/w/.devcontainer/devcontainer.json".to_string(),
+            ),
+        ]);
+        let ours = dir.join("docker-compose.devcell-0123456789abcdef.json");
+        let labels_of = |id: &BTreeMap<String, String>| serde_json::json!({"services": {"app": {"labels": id}}});
+        std::fs::write(&ours, labels_of(&id_labels).to_string()).unwrap();
+        let theirs = dir.join("docker-compose.devcell-fedcba9876543210.json");
+        let mut other = id_labels.clone();
+        other.insert(
+            crate::names::LOCAL_FOLDER_LABEL.to_string(),
+            "/v".to_string(),
+        );
+        std::fs::write(&theirs, labels_of(&other).to_string()).unwrap();
+        let sidecar = |files: String| {
+            BTreeMap::from([
+                (PROJECT_LABEL.to_string(), "p".to_string()),
+                (CONFIG_FILES_LABEL.to_string(), files),
+            ])
+        };
+        let with = |f: &Path| {
+            sidecar(format!(
+                "/w/.devcontainer/docker-compose.yml,{}",
+                f.display()
+            ))
+        };
+        assert!(brought_up_from(state.path(), &with(&ours), &id_labels));
+        assert!(!brought_up_from(state.path(), &with(&theirs), &id_labels));
+        assert!(!brought_up_from(
+            state.path(),
+            &sidecar("/w/.devcontainer/docker-compose.yml".into()),
+            &id_labels
+        ));
+        let mut claiming = BTreeMap::from([(PROJECT_LABEL.to_string(), "p".to_string())]);
+        assert!(!brought_up_from(state.path(), &claiming, &id_labels));
+        // another workspace's primary, even with this workspace's override named
+        claiming = with(&ours);
+        claiming.insert(
+            crate::names::LOCAL_FOLDER_LABEL.to_string(),
+            "/v".to_string(),
+        );
+        assert!(!brought_up_from(state.path(), &claiming, &id_labels));
+        // another project's name with this project's override file
+        let mut renamed = with(&ours);
+        renamed.insert(PROJECT_LABEL.to_string(), "q".to_string());
+        assert!(!brought_up_from(state.path(), &renamed, &id_labels));
+        assert!(!brought_up_from(
+            state.path(),
+            &with(&ours),
+            &BTreeMap::new()
+        ));
+    }
 
     #[test]
     fn run_services_get_the_primary_and_none_means_all() {

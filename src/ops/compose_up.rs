@@ -85,7 +85,7 @@ pub(crate) async fn up_compose(
         crate::ops::foreign_writers::refuse_foreign_writers(
             engine,
             &loaded.workspace_folder,
-            &project.target.project.name,
+            Some(&project.target.project.name),
             &id_labels,
         )
         .await?;
@@ -1062,14 +1062,7 @@ async fn service_policy_input(
 )> {
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let image_user = service_user(target, image);
-    let users = image_users(
-        engine,
-        hardened,
-        (image, merged),
-        spec.user.as_ref(),
-        image_user,
-    )
-    .await;
+    let users = image_users(engine, profile, (image, merged), &spec, image_user).await;
     let (_, host_home, engine_socket) =
         judged_places(profile, &mut spec, loaded, opts, engine.host_socket())?;
     let shields = service_shields(hardened, &spec, opts, loaded);

@@ -21,7 +21,7 @@ use crate::ops::users::{
     Account, image_passwd, judge_unreadable_passwd, passwd_account, provides_user,
     update_remote_user_uid, verify_uids_inside,
 };
-use crate::progress::Reporter;
+use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest, PolicyInput, SecurityProfile};
 
 /// The configuration merged with the image's metadata `entries` (`${devcontainerId}`
@@ -184,17 +184,23 @@ pub(crate) struct ImageUsers {
     pub(crate) account: Option<Account>,
 }
 
-/// Reads the [`ImageUsers`] of a new container: `spec_user` is the user its request names,
-/// `image_user` the one it otherwise starts as.
+/// Reads the [`ImageUsers`] of a new container under `profile` (the passwd only under
+/// `hardened`): `spec` is its request (naming a user or not), `image_user` the user it
+/// otherwise starts as.
 pub(crate) async fn image_users(
     engine: &dyn Engine,
-    hardened: bool,
+    profile: &SecurityProfile,
     (image, merged): (&PreparedImage, &Value),
-    spec_user: Option<&String>,
+    spec: &ContainerSpec,
     image_user: Option<String>,
 ) -> ImageUsers {
+    let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let remote_user = metadata::ConfiguredUsers::of(merged).remote_user;
-    let home_user = home_user(remote_user.as_ref(), spec_user, image_user.as_ref());
+    let home_user = home_user(
+        remote_user.as_ref(),
+        spec.user.as_ref(),
+        image_user.as_ref(),
+    );
     let passwd = hardened_passwd(engine, hardened, image).await;
     let account = passwd
         .as_deref()
@@ -273,10 +279,31 @@ pub(crate) fn apply_policy(
 ) -> Result<security::Applied> {
     let mut applied = security::apply(profile, input, grants)?;
     applied.requests.extend(more);
+    for p in &applied.freed_ports {
+        reporter.report(Event::Warning(freed_port_warning(p)));
+    }
     if matches!(profile, SecurityProfile::Hardened(_)) {
         judge_unreadable_passwd(input, &applied, &applied.requests, grants, reporter)?;
     }
     Ok(applied)
+}
+
+/// Says that a loopback port the repository numbered is published from a free host port
+/// ([`security::Applied::freed_ports`], spec-note 0431), where to see it and how to keep the
+/// number.
+fn freed_port_warning(p: &crate::engine::PortBinding) -> Warning {
+    let address =
+        security::policy::publish_address(p.host_ip.as_deref().unwrap_or_default(), p.host_port);
+    Warning {
+        location: None,
+        message: format!(
+            "the repository publishes container port {}/{} on `{address}`: published from a free \
+             host port instead (a host service that is not running there would have its \
+             clients talk to the container); `docker port <container>` shows it, \
+             `--allow publish:{address}` keeps the number",
+            p.container_port, p.protocol
+        ),
+    }
 }
 
 /// The labels that tie the container to its user and its judged host variables, and, under

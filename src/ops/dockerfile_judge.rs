@@ -6,7 +6,7 @@
 //! images' inspection ([`triggered_bases`]) is the one the Compose build uses too.
 
 use crate::engine::{BuildRequest, Engine};
-use crate::ops::error::Result;
+use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
 use crate::progress::Reporter;
 use crate::security::build_stages::base_images;
@@ -16,9 +16,10 @@ use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 /// The text of the Dockerfile `request` builds, when the profile judges it (`hardened`) and it
 /// can be read where devcell will read it: judged in the workspace first
 /// (as `permissions::confine_build` judges it; one outside it is refused by the build unless
-/// granted), read without following links and bounded. `None` otherwise (a missing or
-/// unreadable Dockerfile fails the build, which reads it the same way). With the Dockerfile as
-/// the requests name it (relative to the workspace folder when inside it).
+/// granted), read without following links and bounded. `None` otherwise (the build of a
+/// missing or unreadable one fails: [`judged_bytes`]). With the Dockerfile as the requests
+/// name it (relative to the workspace folder when inside it). Read once per configuration
+/// ([`crate::ops::load::DockerfileRead`]): the same text each call.
 pub(crate) fn judged_text(
     loaded: &LoadedConfiguration,
     request: &BuildRequest,
@@ -28,6 +29,70 @@ pub(crate) fn judged_text(
     if !matches!(profile, SecurityProfile::Hardened(_)) {
         return None;
     }
+    once_read(loaded, request, grants)
+}
+
+/// [`judged_text`] whatever the profile: the first read of the configuration's Dockerfile
+/// with `grants`, or that read again.
+fn once_read(
+    loaded: &LoadedConfiguration,
+    request: &BuildRequest,
+    grants: &Grants,
+) -> Option<(String, String)> {
+    let written = std::path::absolute(&request.dockerfile).unwrap_or(request.dockerfile.clone());
+    let mut read = loaded
+        .dockerfile_read
+        .0
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((path, text)) = read.as_ref()
+        && *path == written
+    {
+        return text.clone();
+    }
+    let text = read_judged_text(loaded, request, grants);
+    // the first read is the one every later use gets (another path is read, never kept)
+    if read.is_none() {
+        *read = Some((written, text.clone()));
+    }
+    text
+}
+
+/// The Dockerfile's content a hardened build of `request` (`confine`: the grants of a profile
+/// that judges it, `None` under `reference`) packs: exactly the text [`judged_text`] judged
+/// (attack O3, spec-note 0655); `None` under `reference` (the build reads the file). Called
+/// with the request as [`crate::ops::dockerfile::build_request`] makes it, before its paths
+/// are resolved again for the build.
+///
+/// Errors: [`OpsError::Engine`] ([`crate::engine::EngineError::BuildContext`]) when the
+/// Dockerfile could not be read (or was not there) when devcell judged it: what is there now
+/// was never judged.
+pub(crate) fn judged_bytes(
+    loaded: &LoadedConfiguration,
+    request: &BuildRequest,
+    confine: Option<&Grants>,
+) -> Result<Option<Vec<u8>>> {
+    let Some(grants) = confine else {
+        return Ok(None);
+    };
+    match once_read(loaded, request, grants) {
+        Some((_, text)) => Ok(Some(text.into_bytes())),
+        None => Err(OpsError::Engine(crate::engine::EngineError::BuildContext {
+            path: request.dockerfile.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the Dockerfile could not be read (missing, a link, not a regular file, too large) when devcell judged it, and devcell builds only the Dockerfile it judged; check it is a file in the workspace and run the command again",
+            ),
+        })),
+    }
+}
+
+/// [`judged_text`]'s read of the file.
+fn read_judged_text(
+    loaded: &LoadedConfiguration,
+    request: &BuildRequest,
+    grants: &Grants,
+) -> Option<(String, String)> {
     // as the build judges it (`permissions::confine_build`): where it resolves, in the
     // workspace or granted
     let places = security::host_path::Places::new(&loaded.workspace.host_mount_root, None, None);

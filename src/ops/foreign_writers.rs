@@ -1,13 +1,20 @@
-//! Under `hardened`, a Compose `up` is refused while a running container devcell does not own
-//! binds the workspace folder or a folder inside it writable (attack 24, O4's remainder;
-//! spec-note 0478): another workspace's container binding the same folder, a container
-//! started by hand with `-v "$PWD":/w`. A bind of a folder above the workspace (a toolbox
-//! container binding the home folder) is not counted: refusing it would refuse every `up`
-//! beside such a container. devcell judges each bind source inside the workspace by what its path resolves
-//! to, and the engine resolves the path again when it starts the container; such a container
-//! could swap a judged folder for a link to a host folder in between, and devcell cannot stop
-//! it (it is not devcell's to stop). The workspace's own containers and the project's are
-//! stopped before judging under `--remove-existing-container` (`ops::quiesce`).
+//! Under `hardened`, an `up` (a Compose project's, and a single container's that `up` will
+//! create or start: spec-note 0656) is refused while a running container devcell does not own can swap
+//! a folder of the workspace between devcell's judgement and the engine's mount (attack 24,
+//! O4's remainder; attack 26, Q1; spec-note 0478): devcell judges each bind source inside the
+//! workspace by what its path resolves to, and the engine resolves the path again when it
+//! starts the container, so such a container could swap a judged folder for a link to a host
+//! folder in between, and devcell cannot stop it (it is not devcell's to stop).
+//!
+//! Counted: a writable bind of the workspace folder or a folder inside it, by any container
+//! (another workspace's container binding the same folder, a container started by hand with
+//! `-v "$PWD":/w`); and a writable bind of a folder *above* the workspace by a container that
+//! runs a repository's code (a dev container of another workspace, devcell's or the reference
+//! CLI's, a handoff's container binding a multi-repository folder, any container Compose made).
+//! A folder above the workspace bound by any other container (a toolbox container binding the
+//! home folder) is not counted: that container is the user's own, and refusing it would refuse
+//! every `up` beside it. The workspace's own containers and the project's are stopped before
+//! judging under `--remove-existing-container` (`ops::quiesce`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,25 +25,26 @@ use crate::security::SecurityError;
 use crate::security::host_path;
 
 /// Refuses ([`SecurityError::ForeignWriter`]) when a running container that is neither of the
-/// Compose project `project` nor this workspace's (it carries every label of `id_labels`)
-/// binds, writable, the workspace folder `workspace` or a folder inside it.
+/// Compose project `project` (`None`: a single container's `up`, no project is its own) nor
+/// this workspace's (it carries every label of `id_labels`) binds, writable, the workspace
+/// folder `workspace` or a folder inside it, or, when it runs a repository's code
+/// ([`runs_repository_code`]), a folder above it (the module's rule).
 /// One engine listing, and one inspect per running container of another project.
 ///
 /// Errors: [`SecurityError::ForeignWriter`] naming each; the engine's.
 pub(crate) async fn refuse_foreign_writers(
     engine: &dyn Engine,
     workspace: &Path,
-    project: &str,
+    project: Option<&str>,
     id_labels: &BTreeMap<String, String>,
 ) -> Result<()> {
     let workspace = host_path::resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let mut found = Vec::new();
     for c in engine.list_containers().await? {
-        let own = c
-            .labels
-            .get(crate::engine::compose::PROJECT_LABEL)
-            .is_some_and(|p| p == project)
-            || id_labels.iter().all(|(k, v)| c.labels.get(k) == Some(v));
+        let own = project.is_some_and(|project| {
+            c.labels.get(crate::engine::compose::PROJECT_LABEL) == Some(&project.to_string())
+        }) || (!id_labels.is_empty()
+            && id_labels.iter().all(|(k, v)| c.labels.get(k) == Some(v)));
         if own || !matches!(c.state.as_str(), "running" | "restarting" | "paused") {
             continue;
         }
@@ -45,8 +53,9 @@ pub(crate) async fn refuse_foreign_writers(
         };
         let name = c.names.first().cloned().unwrap_or_default();
         let short = &c.id[..12.min(c.id.len())];
+        let above = runs_repository_code(&c.labels);
         found.extend(
-            writable_binds_of(&workspace, &info.mounts)
+            writable_binds_of(&workspace, &info.mounts, above)
                 .into_iter()
                 .map(|source| format!("`{name}` ({short}) binds `{}`", source.display())),
         );
@@ -61,10 +70,19 @@ pub(crate) async fn refuse_foreign_writers(
     .into())
 }
 
+/// Whether a container's labels say it runs a repository's code: a dev container (an identity
+/// label, `devcontainer.*` or `devcell.*`, which devcell's and the reference CLI's containers
+/// carry) or a container Compose made (a project chose its image and command).
+fn runs_repository_code(labels: &BTreeMap<String, String>) -> bool {
+    labels
+        .keys()
+        .any(|k| crate::names::is_identity_label(k) || k == crate::engine::compose::PROJECT_LABEL)
+}
+
 /// The sources of `mounts` that are writable binds of the (canonical) `workspace` or a folder
-/// inside it, each as it resolves on this host (as the engine holds it when it does not
-/// resolve here).
-fn writable_binds_of(workspace: &Path, mounts: &[MountInfo]) -> Vec<PathBuf> {
+/// inside it, and with `above`, of a folder above it, each as it resolves on this host (as the
+/// engine holds it when it does not resolve here).
+fn writable_binds_of(workspace: &Path, mounts: &[MountInfo], above: bool) -> Vec<PathBuf> {
     mounts
         .iter()
         .filter(|m| m.kind == "bind" && m.rw)
@@ -72,7 +90,7 @@ fn writable_binds_of(workspace: &Path, mounts: &[MountInfo]) -> Vec<PathBuf> {
             let source = Path::new(&m.source);
             host_path::resolve(source).unwrap_or_else(|_| source.to_path_buf())
         })
-        .filter(|source| source.starts_with(workspace))
+        .filter(|source| source.starts_with(workspace) || (above && workspace.starts_with(source)))
         .collect()
 }
 
@@ -114,8 +132,36 @@ mod tests {
             },
         ];
         assert_eq!(
-            writable_binds_of(&ws, &mounts),
+            writable_binds_of(&ws, &mounts, false),
             vec![ws.clone(), ws.join("data"), ws.join("data")]
         );
+        // a container running a repository's code: the folder above counts too (attack 26, Q1)
+        assert_eq!(
+            writable_binds_of(&ws, &mounts, true),
+            vec![ws.clone(), ws.join("data"), root.clone(), ws.join("data")]
+        );
+    }
+
+    /// Dev containers (devcell's, the reference CLI's) and Compose's run a repository's code;
+    /// a toolbox container started by hand does not.
+    #[test]
+    fn dev_containers_and_compose_containers_run_a_repositorys_code() {
+        let labels = |keys: &[&str]| -> BTreeMap<String, String> {
+            keys.iter()
+                .map(|k| (k.to_string(), "x".to_string()))
+                .collect()
+        };
+        assert!(runs_repository_code(&labels(&[
+            "devcontainer.local_folder"
+        ])));
+        assert!(runs_repository_code(&labels(&["devcell.profile"])));
+        assert!(runs_repository_code(&labels(&[
+            crate::engine::compose::PROJECT_LABEL
+        ])));
+        assert!(!runs_repository_code(&labels(&[
+            "com.github.containers.toolbox",
+            "manager"
+        ])));
+        assert!(!runs_repository_code(&labels(&[])));
     }
 }

@@ -8,6 +8,7 @@ use crate::engine::{Engine, ImageInfo};
 use crate::features::lockfile::{Lockfile, LockfileMode, WriteOutcome};
 use crate::names::METADATA_LABEL;
 use crate::ops::dockerfile::build_request;
+use crate::ops::dockerfile_judge::judged_bytes;
 use crate::ops::entries::{FeatureRequestParts, feature_fetcher, has_features, image_entries};
 use crate::ops::error::{OpsError, Result};
 use crate::ops::load::LoadedConfiguration;
@@ -75,9 +76,14 @@ pub(crate) async fn prepare_image(
         return Ok(PreparedImage { reference, info });
     }
     let mut request = build_request(loaded, host_env)?;
+    // the Dockerfile as the judgement read it, read through the path as written (the key of
+    // that one read), before the path is resolved again for the build (spec-note 0655)
+    let judged = confine.map(|_| judged_bytes(loaded, &request, confine));
     if let Some(grants) = confine {
         confine_build(&mut request, loaded, grants)?;
     }
+    // an unreadable Dockerfile is said after one outside the workspace is refused
+    request.dockerfile_bytes = judged.transpose()?.flatten();
     if let Some(network) = &build.network {
         request.network = network.clone();
     }
@@ -595,6 +601,79 @@ mod tests {
     use super::*;
     use crate::features::lockfile::LockedFeature;
     use crate::security::{RequestStatus, SecurityProfile};
+
+    /// Attack O3 (the Dockerfile raced): a process writing the workspace swaps the Dockerfile
+    /// after `hardened` judged it (its `FROM`, `ADD`, `RUN` flags) and before the build packs
+    /// it. The build's archive holds the judged Dockerfile, never the swapped one; the file
+    /// was packed by path after the judgement, and the swapped one was built.
+    #[tokio::test]
+    async fn the_build_packs_the_dockerfile_that_was_judged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join(".devcontainer")).unwrap();
+        std::fs::write(
+            root.join(".devcontainer/devcontainer.json"),
+            r#"{"build": {"dockerfile": "Dockerfile", "context": ".."}}"#,
+        )
+        .unwrap();
+        let judged = "FROM registry.example/judged:1\n";
+        std::fs::write(root.join(".devcontainer/Dockerfile"), judged).unwrap();
+        let grants = Grants::default();
+        let loaded = crate::ops::load::load_configuration(&crate::ops::load::LoadOptions {
+            workspace_folder: root.to_path_buf(),
+            confine: Some(grants.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        let env = HashMap::new();
+        let request = build_request(&loaded, &env).unwrap();
+        let hardened = SecurityProfile::default();
+        // the judgement's read
+        let asked =
+            crate::ops::dockerfile_judge::text_requests(&loaded, &request, &hardened, &grants);
+        assert!(asked.is_empty(), "{asked:?}");
+        // swapped after the judgement, before the build
+        std::fs::write(
+            root.join(".devcontainer/Dockerfile"),
+            "FROM registry.example/swapped:1\nADD https://registry.example/x /x\n",
+        )
+        .unwrap();
+        let engine = crate::engine::fake::FakeEngine::new();
+        let reporter = crate::progress::NoopReporter;
+        let built = prepare_image(
+            &engine,
+            &loaded,
+            ConfigKind::Dockerfile,
+            &env,
+            &ImageBuildOptions::default(),
+            Some(&grants),
+            &reporter,
+        )
+        .await;
+        assert!(built.is_err(), "the fake engine builds nothing");
+        let builds = engine.builds();
+        assert_eq!(builds.len(), 1, "{builds:?}");
+        let build = &builds[0];
+        let packed = crate::engine::context::pack(
+            &build.context,
+            &build.dockerfile,
+            build.dockerfile_bytes.as_deref(),
+        )
+        .unwrap();
+        let mut archive = tar::Archive::new(packed.tar.as_slice());
+        let sent: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.path().unwrap().to_string_lossy() == packed.dockerfile)
+            .map(|mut e| {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut e, &mut text).unwrap();
+                text
+            })
+            .collect();
+        assert_eq!(sent, vec![judged.to_string()]);
+    }
 
     /// Attack (G9, left by session 19): an `image` configuration's `ONBUILD` triggers run in
     /// devcell's own Features and uid builds `FROM` it. Under `hardened` they are the request

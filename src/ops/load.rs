@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
@@ -99,6 +100,19 @@ pub enum CommittedSide {
     Nothing,
 }
 
+/// The one read of devcontainer.json's Dockerfile in an operation: the first
+/// [`crate::ops::dockerfile_judge::judged_text`] of a configuration reads the file, every later one (the text's requests,
+/// the registries, the `ONBUILD` bases, the build's archive: [`crate::ops::dockerfile_judge::judged_bytes`]) gets that same
+/// text, so a process writing the workspace cannot have one Dockerfile judged and another
+/// built (attack O3, spec-note 0655). Keyed by the Dockerfile's path as the configuration
+/// names it; clones of a [`LoadedConfiguration`] share it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DockerfileRead(pub(crate) Arc<Mutex<Option<ReadDockerfile>>>);
+
+/// The Dockerfile at `written` as it was read: as the requests name it, and its text (`None`:
+/// it could not be read, or is not in the workspace and not granted).
+pub(crate) type ReadDockerfile = (PathBuf, Option<(String, String)>);
+
 /// A configuration read from disk, validated and substituted (phase 1), shared by
 /// `read-configuration`, `up`, `exec` and the other operations.
 #[derive(Debug, Clone)]
@@ -128,6 +142,9 @@ pub struct LoadedConfiguration {
     /// The workspace mount and folder the caller forced ([`LoadOptions::workspace_override`]),
     /// whose typed mount the container gets as given.
     pub workspace_override: Option<WorkspaceOverride>,
+    /// The one read of devcontainer.json's Dockerfile that the judgement and the build share
+    /// ([`DockerfileRead`], spec-note 0655); clones share it.
+    pub(crate) dockerfile_read: DockerfileRead,
 }
 
 impl LoadedConfiguration {
@@ -150,6 +167,7 @@ impl LoadedConfiguration {
             additional_mount: None,
             confined: None,
             workspace_override: None,
+            dockerfile_read: Default::default(),
         }
     }
 
@@ -386,6 +404,7 @@ pub fn load_configuration(opts: &LoadOptions) -> Result<LoadedConfiguration> {
             .map(crate::engine::run_args::parse_mount)
             .transpose()?,
         workspace_override: opts.workspace_override.clone(),
+        dockerfile_read: Default::default(),
     })
 }
 

@@ -1181,12 +1181,7 @@ async fn new_container_requests(
     choice: &UpChoice,
     registry_refused: bool,
 ) -> Result<Vec<PermissionRequest>> {
-    let UpChoice {
-        profile,
-        grants,
-        network,
-        loaded,
-    } = choice;
+    let loaded = &choice.loaded;
     let reference = loaded.typed.image.clone().unwrap_or_default();
     // An image already on the engine has a known `USER`: judged here with the rest, so
     // one refusal lists it too (the plan reads it the same way).
@@ -1207,9 +1202,9 @@ async fn new_container_requests(
     let entries = metadata::collect_entries(&[], &features, &metadata::config_entry(&loaded.value));
     Ok(container_requests(
         &ContainerJudgement {
-            profile,
-            grants,
-            network: *network,
+            profile: &choice.profile,
+            grants: &choice.grants,
+            network: choice.network,
             opts: judged,
             loaded,
             engine_socket: engine.host_socket(),
@@ -1243,12 +1238,10 @@ pub(crate) async fn container_requests(
     let ContainerJudgement {
         profile,
         grants,
-        network,
         opts,
         loaded,
-        engine_socket,
         extra_mounts,
-        volumes,
+        ..
     } = *judgement;
     let id_labels = id_labels(&opts.target, loaded);
     let mut merged = metadata::merge_configuration(&loaded.value, entries);
@@ -1270,13 +1263,13 @@ pub(crate) async fn container_requests(
         host_env: &host_env,
     })
     .map_err(|e| locate_run_arg_error(e, &loaded.config_file))?;
-    if let Some(network) = network.engine_mode() {
+    if let Some(network) = judgement.network.engine_mode() {
         spec.network_mode = Some(network.to_string());
     }
     spec.gpu = crate::ops::gpu::request(&loaded.typed, opts.gpu_availability);
     // Named volumes judged by what they are, as `up` judges them (spec-note 0444).
     let mut volume_requests = Vec::new();
-    if let Some(engine) = volumes
+    if let Some(engine) = judgement.volumes
         && matches!(profile, SecurityProfile::Hardened(_))
     {
         (volume_requests, _) =
@@ -1284,7 +1277,7 @@ pub(crate) async fn container_requests(
                 .await?;
     }
     let (workspace, host_home, engine_socket) =
-        judged_places(profile, &mut spec, loaded, opts, engine_socket)?;
+        judged_places(profile, &mut spec, loaded, opts, judgement.engine_socket)?;
     let remote_user = metadata::ConfiguredUsers::of(&merged).remote_user;
     let mut image_user = image_info
         .and_then(|i| i.user.clone())

@@ -149,7 +149,7 @@ pub(crate) async fn preview_container(
 /// [`preview_permissions`] after the early requests: the container's own requests.
 ///
 /// Steps: an existing container re-checked ([`preview_existing`]), else the base image when
-/// the engine has it ([`preview_base_image`]) → the metadata entries and the label's host
+/// the engine has it ([`preview_image`], [`preview_dockerfile_image`]) → the metadata entries and the label's host
 /// variables ([`preview_entries`]) → the image's passwd → the container's requests and the
 /// one refusal.
 #[allow(clippy::too_many_arguments)]
@@ -165,9 +165,12 @@ pub(crate) async fn preview_rest(
     if preview_existing(engine, opts, loaded, &mut preview, choice).await? {
         return Ok(preview);
     }
-    let Some((reference, image_info)) =
-        preview_base_image(engine, opts, loaded, &mut preview, (profile, grants)).await
-    else {
+    let base = if loaded.typed.kind() == ConfigKind::Image {
+        Some(preview_image(engine, loaded, &mut preview).await)
+    } else {
+        preview_dockerfile_image(engine, opts, loaded, &mut preview, (profile, grants)).await
+    };
+    let Some((reference, image_info)) = base else {
         return Ok(preview);
     };
     let (entries, label_requests) = preview_entries(
@@ -267,20 +270,14 @@ async fn preview_existing(
     Ok(true)
 }
 
-/// The base image's reference and what the engine knows of it: the configuration's image
-/// when the engine has it, else the last build of the Dockerfile with the final stage's
-/// `USER` read from the Dockerfile ([`preview_dockerfile_image`]); a note says what is not
-/// known yet. `None` when the build is refused (the refusal is in `preview`).
-async fn preview_base_image(
+/// An image configuration's image: its reference and what the engine knows of it, when it
+/// has it; a note says when it does not (a Dockerfile configuration's is
+/// [`preview_dockerfile_image`]'s).
+async fn preview_image(
     engine: Option<&dyn Engine>,
-    opts: &UpOptions,
     loaded: &LoadedConfiguration,
     preview: &mut PermissionPreview,
-    (profile, grants): (&SecurityProfile, &Grants),
-) -> Option<(String, Option<ImageInfo>)> {
-    if loaded.typed.kind() != ConfigKind::Image {
-        return preview_dockerfile_image(engine, opts, loaded, preview, (profile, grants)).await;
-    }
+) -> (String, Option<ImageInfo>) {
     let reference = loaded.typed.image.clone().unwrap_or_default();
     let info = match engine {
         Some(engine) => engine.inspect_image(&reference).await.ok().flatten(),
@@ -291,7 +288,7 @@ async fn preview_base_image(
             "image `{reference}` is not on the engine yet: its `USER` and `devcontainer.metadata` label are read when handoff pulls it, and may ask for more than listed here"
         ));
     }
-    Some((reference, info))
+    (reference, info)
 }
 
 /// The image a Dockerfile configuration would build: its tag, the last build's image when

@@ -21,6 +21,7 @@
 //! when the primary stops. The next handoff starts them all again (Compose's `start` starts
 //! every container of the project).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::engine::Engine;
@@ -131,10 +132,18 @@ pub async fn stop_running_workspace(
 /// bound again. No engine call is made for a single container without
 /// `--remove-existing-container` (a warm `up` makes no more than before).
 ///
+/// For a Compose configuration the running containers of a project devcell's own `up` of this
+/// workspace brought up are stopped too ([`workspace_projects`]), whose primary was removed
+/// by hand (attack P5 with the primary removed: nothing found the sidecar through its
+/// primary; spec-note 0657). A running container of a project not provably the workspace's
+/// is not stopped (it may be another workspace's): the project is not this workspace's to
+/// bring up (`ops::compose::claim_project`), and a hardened `up` refuses a container devcell
+/// does not own that binds the workspace writable (`ops::foreign_writers`).
+///
 /// Returns how many containers were stopped. Errors: [`NotStopped`] (nothing was judged).
 pub(crate) async fn before_reading(
     engine: &dyn Engine,
-    id_labels: &std::collections::BTreeMap<String, String>,
+    id_labels: &BTreeMap<String, String>,
     (compose, hardened, remove_existing): (bool, bool, bool),
 ) -> Result<usize, NotStopped> {
     if !(remove_existing || compose && hardened) {
@@ -166,7 +175,50 @@ pub(crate) async fn before_reading(
                 .len();
         }
     }
+    if compose {
+        // a sidecar whose primary was removed by hand: no primary leads to it
+        let listed = engine.list_containers().await.map_err(|e| {
+            not_stopped(format!(
+                "the workspace's containers could not be listed: {e}"
+            ))
+        })?;
+        for id in workspace_projects(id_labels, &listed) {
+            stopped += stop_workspace(engine, &id)
+                .await
+                .map_err(not_stopped)?
+                .len();
+        }
+    }
     Ok(stopped)
+}
+
+/// One running container of each Compose project among `listed` that is provably the
+/// workspace's (`id_labels`): devcell's own `up` of this workspace brought it up
+/// ([`crate::ops::compose::brought_up_by_this_workspace`]: the config-files label ends with
+/// devcell's override file for its project, which labels a service with every one of
+/// `id_labels`). A project the repository names after another workspace's is never reached
+/// this way; nor one brought up by hand.
+fn workspace_projects(
+    id_labels: &BTreeMap<String, String>,
+    listed: &[crate::engine::ContainerSummary],
+) -> Vec<String> {
+    let mut projects: Vec<&str> = Vec::new();
+    let mut ids = Vec::new();
+    for c in listed {
+        let Some(project) = c.labels.get(crate::engine::compose::PROJECT_LABEL) else {
+            continue;
+        };
+        if !matches!(c.state.as_str(), "running" | "restarting" | "paused")
+            || projects.contains(&project.as_str())
+            || !crate::ops::compose::brought_up_by_this_workspace(&c.labels, id_labels)
+        {
+            continue;
+        }
+        // one per project: stopping it stops its running peers ([`stop_workspace`])
+        projects.push(project);
+        ids.push(c.id.clone());
+    }
+    ids
 }
 
 /// The workspace's containers could not be confirmed stopped before devcell was to read what

@@ -240,30 +240,19 @@ pub async fn set_up_attached(
     .await;
     let quarantined_git = quarantine_after_hooks(watch, &opts.security.allow, reporter);
     let lifecycle = lifecycle?;
-    let SetUpJudgement {
-        container,
-        remote_user,
-        profile,
-        permissions,
-        gaps,
-        warnings,
-        configuration,
-        merged,
-        ..
-    } = judged;
     let result = SetUpResult {
-        container_id: container.id.clone(),
-        remote_user,
-        profile: profile.name().to_string(),
-        permissions,
-        gaps,
+        container_id: judged.container.id.clone(),
+        remote_user: judged.remote_user,
+        profile: judged.profile.name().to_string(),
+        permissions: judged.permissions,
+        gaps: judged.gaps,
         audit_score,
         audit_max: security::audit::MAX_SCORE,
         lifecycle,
         quarantined_git,
-        warnings,
-        configuration: opts.include_configuration.then_some(configuration),
-        merged_configuration: opts.include_merged_configuration.then_some(merged),
+        warnings: judged.warnings,
+        configuration: opts.include_configuration.then_some(judged.configuration),
+        merged_configuration: opts.include_merged_configuration.then_some(judged.merged),
     };
     Ok((result, attached))
 }
@@ -793,20 +782,27 @@ mod tests {
         }
     }
 
+    /// `permission`, refused.
+    fn refused(permission: Permission) -> PermissionRequest {
+        request(permission, RequestStatus::Refused)
+    }
+
+    /// Capability `name`.
+    fn cap(name: &str) -> Permission {
+        Permission::Capability(name.into())
+    }
+
     #[test]
     fn only_host_control_stops_set_up() {
         let requests = vec![
-            request(Permission::Root, RequestStatus::Refused),
-            request(
-                Permission::Capability("CHOWN".into()),
-                RequestStatus::Refused,
-            ),
-            request(Permission::Mount("/etc".into()), RequestStatus::Refused),
-            request(Permission::HostNetwork, RequestStatus::Refused),
+            refused(Permission::Root),
+            refused(cap("CHOWN")),
+            refused(Permission::Mount("/etc".into())),
+            refused(Permission::HostNetwork),
         ];
         assert!(host_control(&requests).is_empty());
 
-        let privileged = vec![request(Permission::Privileged, RequestStatus::Refused)];
+        let privileged = vec![refused(Permission::Privileged)];
         assert_eq!(host_control(&privileged).len(), 1);
         let granted = vec![request(Permission::Privileged, RequestStatus::Granted)];
         assert!(host_control(&granted).is_empty());
@@ -820,15 +816,9 @@ mod tests {
     #[test]
     fn weaknesses_are_one_warning() {
         let requests = vec![
-            request(Permission::Root, RequestStatus::Refused),
-            request(
-                Permission::Capability("CHOWN".into()),
-                RequestStatus::Refused,
-            ),
-            request(
-                Permission::Capability("KILL".into()),
-                RequestStatus::Refused,
-            ),
+            refused(Permission::Root),
+            refused(cap("CHOWN")),
+            refused(cap("KILL")),
             request(Permission::HostNetwork, RequestStatus::Granted),
         ];
         let text =

@@ -147,12 +147,24 @@ pub(crate) fn try_lock_file(path: &Path) -> std::io::Result<Option<File>> {
 
 /// The lock file `path`, opened for writing, created mode 0600, never truncated.
 fn open_lock_file(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
+    lock_file_options().open(path)
+}
+
+/// [`open_lock_file`] refusing a symlink at `path` (`O_NOFOLLOW`): for the lock files of the
+/// handoff's task and door folders.
+///
+/// Errors: the open's (`ELOOP` for a symlink).
+pub(crate) fn open_lock_file_nofollow(path: &Path) -> std::io::Result<File> {
+    lock_file_options()
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
+}
+
+/// How a lock file is opened: for writing, created mode 0600, never truncated.
+fn lock_file_options() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false).mode(0o600);
+    options
 }
 
 #[cfg(test)]

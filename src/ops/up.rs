@@ -184,6 +184,30 @@ async fn stop_before_reading(
     Ok(())
 }
 
+/// Under `hardened`, refuses the `up` while a running container devcell does not own (it
+/// lacks one of `id_labels`; no Compose project is this container's own) binds the workspace
+/// writable ([`crate::ops::foreign_writers::refuse_foreign_writers`], spec-note 0656): it could
+/// swap what was judged before the engine uses it, and devcell cannot stop it.
+///
+/// Errors: [`crate::security::SecurityError::ForeignWriter`]; the engine's.
+async fn refuse_foreign_writers(
+    engine: &dyn Engine,
+    profile: &SecurityProfile,
+    loaded: &LoadedConfiguration,
+    id_labels: &BTreeMap<String, String>,
+) -> Result<()> {
+    if !matches!(profile, SecurityProfile::Hardened(_)) {
+        return Ok(());
+    }
+    crate::ops::foreign_writers::refuse_foreign_writers(
+        engine,
+        &loaded.workspace_folder,
+        None,
+        id_labels,
+    )
+    .await
+}
+
 /// The profile and grants of `opts` ([`security_choice`]) and the configuration loaded with
 /// the whole host environment (`initializeCommand` runs on the host and keeps it); every read
 /// that reaches the container is judged by [`judge_up`].
@@ -257,6 +281,9 @@ pub(crate) struct JudgedUp {
     find_warnings: Vec<Warning>,
     /// `--gpu-availability` as the engine settled it ([`crate::ops::gpu::resolve`]).
     gpu: crate::ops::options::GpuAvailability,
+    /// Whether the running writers devcell does not own were looked for (spec-note 0656):
+    /// not when the container found ran and was to be reused.
+    writers_checked: bool,
     _lock: Option<BringUpLock>,
 }
 
@@ -315,6 +342,13 @@ pub(crate) async fn judge_up(
             .await
             .map_err(|why| crate::ops::quiesce::NotStopped { why, task: None })?;
     }
+    // a container devcell cannot stop must not write what is judged (spec-notes 0478, 0656):
+    // only when `up` will create or start one (a running one reused is not bound again, and
+    // a warm `up` makes no more engine calls)
+    let writers_checked = !reused.is_some_and(|c| c.running);
+    if writers_checked {
+        refuse_foreign_writers(engine, &choice.profile, loaded, &id_labels).await?;
+    }
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
     find_warnings.extend(gpu_warnings);
@@ -325,6 +359,7 @@ pub(crate) async fn judge_up(
         existing,
         find_warnings,
         gpu: opts.gpu_availability,
+        writers_checked,
         _lock: lock,
     })
 }
@@ -358,9 +393,16 @@ pub(crate) async fn up_judged(
         existing,
         find_warnings,
         gpu,
+        writers_checked,
         _lock,
     } = judged;
     supported_kind(&loaded)?;
+    // the container found running was stopped since (a handoff's start): `up` starts it
+    // again, and the engine binds its sources again then
+    if !writers_checked && !existing.as_ref().is_some_and(|c| c.running) {
+        let id_labels = id_labels(&opts.target, &loaded);
+        refuse_foreign_writers(engine, &profile, &loaded, &id_labels).await?;
+    }
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
     let opts = &UpOptions {
@@ -731,14 +773,7 @@ async fn judge_new(
     let (image, merged, entries) = (facts.image, facts.merged, facts.entries);
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let image_user = image.info.user.clone().filter(|u| !u.is_empty());
-    let users = image_users(
-        engine,
-        hardened,
-        (image, merged),
-        spec.user.as_ref(),
-        image_user,
-    )
-    .await;
+    let users = image_users(engine, profile, (image, merged), &spec, image_user).await;
     // Named volumes judged by what they are, before the binds are resolved: a bind-backed one
     // becomes a bind of its device (spec-note 0444).
     let (volume_requests, missing_volumes) = if hardened {

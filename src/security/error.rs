@@ -110,11 +110,12 @@ pub enum SecurityError {
         items: Vec<super::git_cover::Uncoverable>,
     },
     /// Under `hardened`, a running container devcell does not own binds the workspace (the
-    /// folder or one inside it) writable: it could swap a folder devcell judged
-    /// for a link to a host folder before the engine mounts it (attack 24, O4; spec-note
-    /// 0478). Nothing was created.
+    /// folder or one inside it, or, for a container that runs a repository's code, a folder
+    /// above it) writable: it could swap a folder devcell judged for a link to a host folder
+    /// before the engine mounts it (attack 24, O4; attack 26, Q1; spec-note 0478). Nothing
+    /// was created.
     #[error(
-        "refusing to bring up the Compose project under the `hardened` profile: {} devcell does not own can write the workspace `{}` ({}); it could replace a folder devcell judged with a link to a host folder before the engine mounts it",
+        "refusing to bring up the dev container under the `hardened` profile: {} devcell does not own can write the workspace `{}` ({}); it could replace a file or folder devcell judged (a bind source, the Dockerfile) with a link to a host folder or other text before the engine uses it",
         if containers.len() == 1 { "a running container" } else { "running containers" },
         workspace.display(),
         containers.join(", ")

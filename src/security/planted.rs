@@ -631,15 +631,11 @@ mod tests {
         }
         let mut found = scan_and_clear(&ws);
         found.sort_by(|a, b| a.path.cmp(&b.path));
-        let kinds: Vec<(String, String, bool)> = found
-            .iter()
-            .map(|p| (p.path.display().to_string(), p.kind.clone(), p.cleared))
-            .collect();
         assert_eq!(
-            kinds,
+            sorted_kinds(&found),
             [
-                ("su".to_string(), "setuid".to_string(), true),
-                ("sub/sg".to_string(), "setgid".to_string(), true)
+                ("su".to_string(), "setuid", true),
+                ("sub/sg".to_string(), "setgid", true)
             ]
         );
         let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
@@ -678,15 +674,11 @@ mod tests {
 
         let mut found = scan_and_clear(&ws);
         found.sort_by(|a, b| a.path.cmp(&b.path));
-        let kinds: Vec<(String, String, bool)> = found
-            .iter()
-            .map(|p| (p.path.display().to_string(), p.kind.clone(), p.cleared))
-            .collect();
         assert_eq!(
-            kinds,
+            sorted_kinds(&found),
             [
-                ("planted".to_string(), DIRECTORY.to_string(), true),
-                ("planted/inner".to_string(), DIRECTORY.to_string(), true)
+                ("planted".to_string(), DIRECTORY, true),
+                ("planted/inner".to_string(), DIRECTORY, true)
             ]
         );
         assert_eq!(mode(&ws.join("planted")), 0o755);

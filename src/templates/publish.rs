@@ -23,14 +23,14 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::diagnostics::Warning;
-use crate::features::publish::{PublishOutcome, push_collection};
+use crate::features::publish::{PublishOutcome, publish_each, push_collection};
 use crate::oci::artifact::{
     DEVCONTAINERS_LAYER_MEDIA_TYPE, METADATA_ANNOTATION, artifact_manifest, parse_version,
     push_artifact, tags_to_publish, tar_folder_dotted,
 };
 use crate::oci::digest::sha256_digest;
 use crate::oci::registry::{Registry, parse_reference};
-use crate::progress::{Event, Reporter};
+use crate::progress::Reporter;
 
 use super::{Result, TEMPLATE_FILE, TemplateError};
 
@@ -425,17 +425,13 @@ pub async fn publish(
     reporter: &dyn Reporter,
 ) -> Result<Published> {
     let (templates, warnings) = package_all(dir)?;
-    let mut outcomes = IndexMap::new();
-    for t in &templates {
-        reporter.report(Event::Status(format!(
-            "publishing {target_registry}/{namespace}/{} {}",
-            t.id, t.version
-        )));
-        let outcome = publish_template(registry, target_registry, namespace, t).await?;
-        outcomes.insert(t.id.clone(), outcome);
-    }
-    let collection = collection_json(&templates);
     let at = (target_registry, namespace);
+    let id_version = |t: &PackagedTemplate| (t.id.clone(), t.version.clone());
+    let outcomes = publish_each(&templates, at, reporter, id_version, async |t| {
+        publish_template(registry, target_registry, namespace, t).await
+    })
+    .await?;
+    let collection = collection_json(&templates);
     push_collection(registry, at, &collection, &IndexMap::new(), reporter)
         .await
         .map_err(|source| TemplateError::Push {

@@ -152,7 +152,9 @@ fn ports_are_published_as_the_reference_publishes_them_but_only_on_loopback() {
     let theirs = bindings(theirs["containerId"].as_str().unwrap());
     // The same host ports: the reference's container goes before devcell's is made.
     drop(guard);
-    let ours = ctx.up(&[]);
+    // The user keeps the repository's numbers with a grant: without it `hardened` publishes
+    // each from a free host port (spec-note 0431, `hostile::…::a_repository_loopback_port_…`).
+    let ours = ctx.up(&["--allow", "publish:127.0.0.1:*"]);
     let ours = bindings(ours["containerId"].as_str().unwrap());
     let app_binding = (format!("{app}/tcp"), vec![format!("127.0.0.1:{app}")]);
     // The reference publishes a string without an address on every interface; devcell on

@@ -5,20 +5,13 @@ use std::process::ExitCode;
 use crate::cli::args::UpgradeArgs;
 use crate::cli::commands::with_progress;
 use crate::cli::output;
-use crate::ops::outdated::{OutdatedOptions, UpgradeOptions, upgrade_with};
+use crate::ops::outdated::{UpgradeOptions, upgrade_with};
 
 /// Runs `upgrade`: writes the lockfile, or prints it with `--dry-run`; fetch progress
 /// ([`CliReporter`]) on stderr.
 pub fn run(args: UpgradeArgs) -> anyhow::Result<ExitCode> {
-    let workspace_folder = args.location.workspace_folder_or_current()?;
-    let registries = crate::settings::load(args.fetch.config_file.as_deref())?.registries;
     let opts = UpgradeOptions {
-        base: OutdatedOptions {
-            workspace_folder,
-            config: args.location.config,
-            cache_dir: args.fetch.cache_dir,
-            registries,
-        },
+        base: super::outdated::outdated_options(args.location, args.fetch)?,
         dry_run: args.dry_run,
         pin: args.feature.zip(args.target_version),
     };

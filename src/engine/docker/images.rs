@@ -69,7 +69,9 @@ impl DockerEngine {
         reporter: &dyn Reporter,
     ) -> Result<ImageInfo> {
         let (context_dir, dockerfile) = (request.context.clone(), request.dockerfile.clone());
-        let packed = blocking(move || context::pack(&context_dir, &dockerfile)).await?;
+        let judged = request.dockerfile_bytes.clone();
+        let packed =
+            blocking(move || context::pack(&context_dir, &dockerfile, judged.as_deref())).await?;
         let options = BuildImageOptions {
             dockerfile: packed.dockerfile.clone(),
             t: request.tags.first().cloned(),

@@ -12,7 +12,6 @@
 //! registration.
 
 use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,15 +83,12 @@ impl DoorRequest {
     ) -> Result<DoorRequest, DoorError> {
         let client = install_client(state_root)?;
         let folder = SocketFolder::create(state_root, group.as_str(), task.as_str())?;
-        Ok(DoorRequest {
-            container: ContainerDoor::new(&client, &folder),
-            group,
-            task,
-            branch,
-            state_root: state_root.to_path_buf(),
+        Ok(Self::of_folder(
+            state_root,
+            (group, task, branch),
+            &client,
             folder,
-            owner: None,
-        })
+        ))
     }
 
     /// The request [`DoorRequest::prepare`] would make, with nothing installed or made: what
@@ -104,8 +100,20 @@ impl DoorRequest {
         branch: Option<String>,
     ) -> DoorRequest {
         let folder = SocketFolder::planned(state_root, group.as_str(), task.as_str());
+        let client = super::channel::client_path(state_root);
+        Self::of_folder(state_root, (group, task, branch), &client, folder)
+    }
+
+    /// The request of `(group, task, branch)` whose sockets are in `folder` and whose client
+    /// is `client` on the host (made or planned alike), owned by no task folder yet.
+    fn of_folder(
+        state_root: &Path,
+        (group, task, branch): (GroupName, TaskName, Option<String>),
+        client: &Path,
+        folder: SocketFolder,
+    ) -> DoorRequest {
         DoorRequest {
-            container: ContainerDoor::new(&super::channel::client_path(state_root), &folder),
+            container: ContainerDoor::new(client, &folder),
             group,
             task,
             branch,
@@ -194,14 +202,7 @@ impl DoorRequest {
             path: path.clone(),
             source,
         };
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)
-            .map_err(io)?;
+        let file = crate::ops::state_folder::open_lock_file_nofollow(&path).map_err(io)?;
         let until = Instant::now() + wait;
         loop {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {

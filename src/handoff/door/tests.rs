@@ -368,21 +368,11 @@ fn mail_commands_answer_through_the_mediator_as_the_sockets_task() {
     assert_eq!(items[0]["message"]["replyTo"], id.as_str());
 
     // a held type: the sender sees it held, the recipient nothing
-    let (out, _, code) = call(
-        "a",
-        &[
-            "send",
-            "--to",
-            "b",
-            "--subject",
-            "h",
-            "--type",
-            "handoff",
-            "--body",
-            "",
-        ],
-        None,
-    );
+    let send_empty = |subject: &str, kind: &str| {
+        let args = ["send", "--to", "b", "--subject", subject, "--type", kind];
+        call("a", &[&args[..], &["--body", ""]].concat(), None)
+    };
+    let (out, _, code) = send_empty("h", "handoff");
     assert_eq!(code, 0);
     assert!(out.contains("b: held"), "{out}");
     assert_eq!(call("b", &["inbox"], None).0, "no messages\n");
@@ -398,21 +388,7 @@ fn mail_commands_answer_through_the_mediator_as_the_sockets_task() {
         err.contains("error[mail.unknown_recipient]") && err.contains("hint: "),
         "{err}"
     );
-    let (_, err, code) = call(
-        "a",
-        &[
-            "send",
-            "--to",
-            "b",
-            "--subject",
-            "s",
-            "--type",
-            "gossip",
-            "--body",
-            "",
-        ],
-        None,
-    );
+    let (_, err, code) = send_empty("s", "gossip");
     assert_eq!(code, 1);
     assert!(err.contains("unknown type `gossip`"), "{err}");
     let (_, err, code) = call(
@@ -734,8 +710,9 @@ fn polling_the_inbox_without_pause_is_rate_bounded() {
 /// nothing the text names ran (no marker file appeared); the message is held and escalated.
 #[test]
 fn an_escalated_message_runs_the_users_command_once_and_nothing_its_text_names() {
+    use crate::mail::test_support::escalate_rule;
     use crate::mail::{GroupName, RecipientState, TaskName};
-    use crate::settings::{MailAction, MailRule, MailSettings};
+    use crate::settings::MailSettings;
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let markers = tmp.path().join("markers");
@@ -750,12 +727,7 @@ fn an_escalated_message_runs_the_users_command_once_and_nothing_its_text_names()
         ran.display()
     );
     let settings = MailSettings {
-        rules: vec![MailRule {
-            from: "*".into(),
-            to: "*".into(),
-            kind: "request".into(),
-            action: MailAction::Escalate,
-        }],
+        rules: vec![escalate_rule("*", "*", "request")],
         escalate_command: vec![
             "/bin/sh".into(),
             "-c".into(),
@@ -825,20 +797,16 @@ fn an_escalated_message_runs_the_users_command_once_and_nothing_its_text_names()
 /// it, once, beside the session, and its close waits for the run (spec-note 0533).
 #[test]
 fn the_next_sessions_door_runs_an_escalation_a_killed_devcell_left_unrun() {
+    use crate::mail::test_support::escalate_rule;
     use crate::mail::{
         Bounds, Draft, Escalation, GroupName, Mediator, MessageType, Policy, TaskName,
     };
-    use crate::settings::{MailAction, MailRule, MailSettings};
+    use crate::settings::MailSettings;
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let ran = tmp.path().join("ran");
     let settings = MailSettings {
-        rules: vec![MailRule {
-            from: "*".into(),
-            to: "*".into(),
-            kind: "request".into(),
-            action: MailAction::Escalate,
-        }],
+        rules: vec![escalate_rule("*", "*", "request")],
         escalate_command: vec![
             "/bin/sh".into(),
             "-c".into(),

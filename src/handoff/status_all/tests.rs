@@ -3,8 +3,9 @@ use std::path::Path;
 use super::*;
 use crate::handoff::plan::HandoffOptions;
 use crate::handoff::task::test_git::{commit, empty_repo, plain_git};
-use crate::mail::{Bounds, Draft, GroupName, Mediator, MessageType, Policy, TaskName};
-use crate::settings::{MailAction, MailRule, MailSettings};
+use crate::mail::test_support::{escalate_rule, open_mediator};
+use crate::mail::{Draft, MessageType, TaskName};
+use crate::settings::MailSettings;
 
 /// Agent `a`'s handoff of the task `task` of `source`, its state under `state`.
 fn task_options(source: &Path, task: &str, state: &Path) -> HandoffOptions {
@@ -64,21 +65,10 @@ fn record_session(state: &Path, workspace: &Path, pid: u32, container: &str, end
 /// registered, and one such message from `from` to `to` held for the user.
 fn hold_one(state: &Path, group: &str, from: &str, to: &str) {
     let settings = MailSettings {
-        rules: vec![MailRule {
-            from: "*".into(),
-            to: "*".into(),
-            kind: "handoff".into(),
-            action: MailAction::Escalate,
-        }],
+        rules: vec![escalate_rule("*", "*", "handoff")],
         ..MailSettings::default()
     };
-    let m = Mediator::open(
-        state,
-        &GroupName::new(group).unwrap(),
-        Policy::from_settings(&settings).unwrap(),
-        Bounds::from_settings(&settings),
-    )
-    .unwrap();
+    let m = open_mediator(state, group, &settings);
     let t = |n: &str| TaskName::new(n).unwrap();
     m.register(&t(from), None).unwrap();
     m.register(&t(to), None).unwrap();

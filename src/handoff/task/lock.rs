@@ -5,7 +5,7 @@
 //! leaves nothing held. A `.lock` name is never a task's (task names cannot end with it).
 
 use std::fs::File;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use super::{Result, TaskError, io};
@@ -34,14 +34,8 @@ impl TaskLock {
     pub fn take(root: &Path, task: &str) -> Result<TaskLock> {
         let path = lock_path(root, task);
         loop {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .mode(0o600)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&path)
-                .map_err(io(&path))?;
+            let file =
+                crate::ops::state_folder::open_lock_file_nofollow(&path).map_err(io(&path))?;
             if !lock_within_grace(&file).map_err(|e| io(&path)(e.into()))? {
                 return Err(TaskError::InUse {
                     task: task.to_string(),

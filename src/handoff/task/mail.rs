@@ -235,8 +235,8 @@ fn pending_escalations(views: &[crate::mail::MessageView]) -> Vec<PendingEscalat
 mod tests {
     use super::*;
     use crate::handoff::task::test_git::empty_repo;
+    use crate::mail::test_support::{escalate_rule, open_mediator};
     use crate::mail::{Draft, MessageType};
-    use crate::settings::{MailAction, MailRule};
 
     /// `status` counts per recipient task what waits (queued, or read while an ack is awaited)
     /// and what policy holds; nothing is created for a repository without mail.
@@ -252,21 +252,10 @@ mod tests {
 
         let (_, key) = super::super::source::locate(&repo).unwrap();
         let settings = MailSettings {
-            rules: vec![MailRule {
-                from: "*".into(),
-                to: "*".into(),
-                kind: "handoff".into(),
-                action: MailAction::Escalate,
-            }],
+            rules: vec![escalate_rule("*", "*", "handoff")],
             ..MailSettings::default()
         };
-        let m = Mediator::open(
-            &state,
-            &GroupName::new(&key).unwrap(),
-            Policy::from_settings(&settings).unwrap(),
-            Bounds::from_settings(&settings),
-        )
-        .unwrap();
+        let m = open_mediator(&state, &key, &settings);
         let t = |n: &str| TaskName::new(n).unwrap();
         for n in ["a", "b"] {
             m.register(&t(n), None).unwrap();
@@ -305,23 +294,12 @@ mod tests {
         let state = base.join("state");
         let (_, key) = super::super::source::locate(&repo).unwrap();
         let settings = MailSettings {
-            rules: vec![MailRule {
-                from: "*".into(),
-                to: "b".into(),
-                kind: "request".into(),
-                action: MailAction::Escalate,
-            }],
+            rules: vec![escalate_rule("*", "b", "request")],
             escalate_command: vec!["/bin/true".into()],
             ..MailSettings::default()
         };
-        let m = Mediator::open(
-            &state,
-            &GroupName::new(&key).unwrap(),
-            Policy::from_settings(&settings).unwrap(),
-            Bounds::from_settings(&settings),
-        )
-        .unwrap()
-        .with_escalation(crate::mail::Escalation::from_settings(&settings).unwrap());
+        let m = open_mediator(&state, &key, &settings)
+            .with_escalation(crate::mail::Escalation::from_settings(&settings).unwrap());
         let t = |n: &str| TaskName::new(n).unwrap();
         for n in ["a", "b", "c"] {
             m.register(&t(n), None).unwrap();

@@ -150,19 +150,9 @@ pub fn update(cache_root: &Path, key: &str, source: &Source) -> Result<PathBuf> 
 /// [`super::source_key`]. A task folder without a record (being made) names none: its handoff
 /// holds the mirror's lock while it needs the mirror.
 fn used_keys(state_root: &Path) -> std::collections::BTreeSet<String> {
-    let folders = |dir: &Path| -> Vec<PathBuf> {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .collect()
-    };
-    folders(&state_root.join("tasks"))
-        .iter()
-        .flat_map(|key| folders(key))
-        .filter_map(|task| super::load_folder(&task).ok())
+    super::subfolders(&state_root.join("tasks"))
+        .flat_map(|key| super::subfolders(&key.path()))
+        .filter_map(|task| super::load_folder(&task.path()).ok())
         .flatten()
         .map(|r| super::source_key(&r.source_git_dir))
         .collect()
@@ -171,11 +161,7 @@ fn used_keys(state_root: &Path) -> std::collections::BTreeSet<String> {
 /// Every mirror in `<cache>/mirrors` no task in `state_root` uses, by path (spec-note 0437).
 pub fn unused(cache_root: &Path, state_root: &Path) -> Vec<PathBuf> {
     let used = used_keys(state_root);
-    let mut out: Vec<PathBuf> = std::fs::read_dir(mirrors_root(cache_root))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    let mut out: Vec<PathBuf> = super::subfolders(&mirrors_root(cache_root))
         .map(|e| e.path())
         .filter(|p| {
             p.file_name()

@@ -75,6 +75,15 @@ pub(crate) mod test_git {
         }
     }
 
+    /// A repository made at `dir` whose one commit (`a`) adds the file `a` holding `text`.
+    pub fn repo_of_a(dir: &Path, text: &str) {
+        std::fs::create_dir(dir).unwrap();
+        plain_git(dir, &["init", "-q"]);
+        std::fs::write(dir.join("a"), text).unwrap();
+        plain_git(dir, &["add", "a"]);
+        plain_git(dir, &["commit", "-qm", "a"]);
+    }
+
     /// A repository made at `dir` with one empty commit.
     pub fn empty_repo(dir: &Path) {
         std::fs::create_dir(dir).unwrap();
@@ -966,15 +975,22 @@ pub fn list_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
         .collect()
 }
 
-/// [`list_tasks`] with the tasks of a repository that was replaced or removed since
-/// (`status --all` lists them, marked, so they can be removed).
-pub fn list_all_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
-    let root = tasks_root(state_root, key);
-    let mut out: Vec<Vec<TaskRecord>> = std::fs::read_dir(&root)
+/// The folders directly in `dir` (not links to folders), read as far as they can be: none
+/// when `dir` cannot be read, an entry that cannot be read skipped. The task and mirror sweeps
+/// share it so that they agree on what a folder is.
+pub(crate) fn subfolders(dir: &Path) -> impl Iterator<Item = std::fs::DirEntry> + use<> {
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+}
+
+/// [`list_tasks`] with the tasks of a repository that was replaced or removed since
+/// (`status --all` lists them, marked, so they can be removed).
+pub fn list_all_tasks(state_root: &Path, key: &str) -> Vec<Vec<TaskRecord>> {
+    let root = tasks_root(state_root, key);
+    let mut out: Vec<Vec<TaskRecord>> = subfolders(&root)
         .filter_map(|e| load_folder(&e.path()).ok())
         .collect();
     out.sort_by(|a, b| a[0].task.cmp(&b[0].task));

@@ -56,13 +56,7 @@ pub fn find(state_root: &Path) -> Vec<OrphanTask> {
 
 /// The folders (not links, not lock files) in `dir`.
 fn entries(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect()
+    super::subfolders(dir).map(|e| e.path()).collect()
 }
 
 /// Whether the task folder `folder` is an orphan, and why.

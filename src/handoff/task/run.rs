@@ -185,11 +185,7 @@ fn failed(
 
 /// The task folder in `root` whose name equals `name` but for ASCII case (not `name` itself).
 fn case_twin(root: &Path, name: &str) -> Option<String> {
-    std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    super::subfolders(root)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .find(|other| other != name && other.eq_ignore_ascii_case(name))
 }

@@ -227,11 +227,7 @@ pub fn workspace_repositories(root: &Path) -> Vec<(String, PathBuf)> {
     if root.join(".git").symlink_metadata().is_ok() {
         return Vec::new();
     }
-    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    let mut out: Vec<(String, PathBuf)> = super::subfolders(root)
         .filter_map(|e| Some((e.file_name().to_str()?.to_string(), e.path())))
         .filter(|(name, path)| {
             !name.starts_with('.') && path.join(".git").symlink_metadata().is_ok()

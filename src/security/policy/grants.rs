@@ -83,6 +83,10 @@ pub struct Grants {
     pub created_git: BTreeSet<String>,
 }
 
+/// How a grant's parser says what is wrong with the value it was given: the error naming that
+/// value, with the message.
+type Bad<'a> = &'a dyn Fn(&str) -> SecurityError;
+
 /// A grant's value that names a path relative to the workspace root: trailing `/` dropped;
 /// `None` when empty, absolute, or holding a `..` component.
 fn workspace_relative(p: &str) -> Option<&str> {
@@ -150,18 +154,18 @@ impl Grants {
                 kind @ ("host-command" | "gitdir" | "mount" | "compose-file" | "uncovered-git"
                 | "created-git" | "workspace-git"),
                 v,
-            )) => self.add_host_grant(kind, v, &bad),
+            )) => self.add_host_grant((kind, v), &bad),
             Some((
                 kind @ ("egress" | "env" | "volume" | "image-tag" | "build-context" | "registry"
                 | "publish"),
                 v,
-            )) => self.add_named_grant(kind, v, &bad),
-            Some((kind, v)) => self.add_engine_grant(kind, v, &bad),
+            )) => self.add_named_grant((kind, v), &bad),
+            Some((kind, v)) => self.add_engine_grant((kind, v), &bad),
         }
     }
 
     /// A grant of one word: `privileged`, `root`, `host-command`, `build-network`, `gpu`.
-    fn add_word(&mut self, value: &str, bad: &dyn Fn(&str) -> SecurityError) -> Result<()> {
+    fn add_word(&mut self, value: &str, bad: Bad<'_>) -> Result<()> {
         match value {
             "privileged" => self.privileged = true,
             "root" => self.root = true,
@@ -176,13 +180,8 @@ impl Grants {
     /// A grant about the host and the workspace: `host-command:sha256:<hex>`, `gitdir:`,
     /// `mount:`, `compose-file:` (absolute host paths), `uncovered-git:`, `created-git:`
     /// (workspace-relative paths), `workspace-git:rw`.
-    fn add_host_grant(
-        &mut self,
-        kind: &str,
-        v: &str,
-        bad: &dyn Fn(&str) -> SecurityError,
-    ) -> Result<()> {
-        match (kind, v) {
+    fn add_host_grant(&mut self, grant: (&str, &str), bad: Bad<'_>) -> Result<()> {
+        match grant {
             ("host-command", bound) => {
                 let digest = bound
                     .strip_prefix("sha256:")
@@ -236,13 +235,8 @@ impl Grants {
 
     /// A grant that names something: `egress:`, `env:`, `volume:`, `image-tag:`,
     /// `build-context:`, `registry:`, `publish:`.
-    fn add_named_grant(
-        &mut self,
-        kind: &str,
-        v: &str,
-        bad: &dyn Fn(&str) -> SecurityError,
-    ) -> Result<()> {
-        match (kind, v) {
+    fn add_named_grant(&mut self, grant: (&str, &str), bad: Bad<'_>) -> Result<()> {
+        match grant {
             ("egress", d) => {
                 let d = word(d).ok_or_else(|| {
                     bad("expected an egress destination (`egress:host[:port][=address]`)")
@@ -295,13 +289,8 @@ impl Grants {
 
     /// A grant of an engine option: `network:`, `namespace:`, `device-cgroup-rule:`,
     /// `runtime-option:`, `cap:`, `security-opt:`, `device:`; any other kind is unknown.
-    fn add_engine_grant(
-        &mut self,
-        kind: &str,
-        v: &str,
-        bad: &dyn Fn(&str) -> SecurityError,
-    ) -> Result<()> {
-        match (kind, v) {
+    fn add_engine_grant(&mut self, grant: (&str, &str), bad: Bad<'_>) -> Result<()> {
+        match grant {
             ("network", "host") => self.host_network = true,
             ("namespace", n) if namespace_grant(n) => {
                 self.namespaces.insert(n.to_string());

@@ -34,7 +34,7 @@ pub use network::{LOOPBACK, is_loopback_address, network_permission, publish_add
 pub use paths::{is_engine_socket, is_within, normalize_path};
 pub use users::{is_root_user, provides_user};
 
-use crate::engine::ContainerSpec;
+use crate::engine::{ContainerSpec, PortBinding};
 
 use super::error::{Result, SecurityError};
 use super::profile::SecurityProfile;
@@ -52,6 +52,10 @@ pub struct Applied {
     pub remote_user: Option<String>,
     /// Every permission request, with what was done with it.
     pub requests: Vec<PermissionRequest>,
+    /// Under `hardened`: the loopback ports the repository numbered that `spec` publishes from
+    /// a host port the engine chooses instead, as the repository wrote them
+    /// ([`free_loopback_ports`]; spec-note 0431).
+    pub freed_ports: Vec<PortBinding>,
 }
 
 /// Applies `profile` to the requested container.
@@ -73,6 +77,7 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
                 spec: input.spec.clone(),
                 remote_user: input.remote_user.clone(),
                 requests,
+                freed_ports: Vec::new(),
             });
         }
         SecurityProfile::Hardened(limits) => *limits,
@@ -169,12 +174,37 @@ pub fn apply(profile: &SecurityProfile, input: &PolicyInput, grants: &Grants) ->
             p.host_ip = Some(LOOPBACK.to_string());
         }
     }
+    let freed_ports = free_loopback_ports(&mut spec.ports, grants);
 
     Ok(Applied {
         spec,
         remote_user,
         requests,
+        freed_ports,
     })
+}
+
+/// Publishes each loopback port whose host port the repository numbered (`appPort`,
+/// `runArgs -p`) from a host port the engine chooses, unless the user granted that address
+/// (`--allow publish:127.0.0.1:3000`, `publish:127.0.0.1:*`, `publish:*`): a host service
+/// that is not running at that moment (a local package registry, a database) would have its
+/// clients, and the credentials they send, talk to the container (attack 25's P3 class, as
+/// `forwardPorts` in spec-note 0654; spec-note 0431). Other addresses were requests, granted
+/// as written. Returns the bindings moved, as the repository wrote them.
+fn free_loopback_ports(ports: &mut [PortBinding], grants: &Grants) -> Vec<PortBinding> {
+    let mut freed = Vec::new();
+    for p in ports {
+        let Some(ip) = p.host_ip.as_deref().filter(|ip| is_loopback_address(ip)) else {
+            continue;
+        };
+        if p.host_port.is_some()
+            && !grants.allows(&Permission::PublishPort(publish_address(ip, p.host_port)))
+        {
+            freed.push(p.clone());
+            p.host_port = None;
+        }
+    }
+    freed
 }
 
 /// Judges requests that are not part of a container (host commands, git directories):

@@ -551,6 +551,67 @@ fn ports_publish_on_loopback_and_other_addresses_are_requests() {
     }
 }
 
+/// Attack 25's P3 class for `appPort`/`runArgs -p` (spec-note 0431): a loopback port the
+/// repository numbered is published from an engine-chosen host port unless the user granted
+/// that address; ports with no number, other addresses and `reference` are as written.
+#[test]
+fn a_repository_numbered_loopback_port_is_published_from_a_free_port_unless_granted() {
+    let mut input = base();
+    input.spec.ports = vec![
+        port(None, Some(4873), 4873),
+        port(Some("127.0.0.1"), Some(5432), 5432),
+        port(Some("::1"), Some(8200), 8200),
+        port(Some("127.0.0.1"), None, 81),
+    ];
+    let a = apply(&hardened(), &input, &Grants::default()).unwrap();
+    assert!(a.requests.is_empty(), "{:?}", a.requests);
+    let published: Vec<_> = a
+        .spec
+        .ports
+        .iter()
+        .map(|p| (p.host_ip.clone().unwrap(), p.host_port, p.container_port))
+        .collect();
+    assert_eq!(
+        published,
+        [
+            ("127.0.0.1".to_string(), None, 4873),
+            ("127.0.0.1".to_string(), None, 5432),
+            ("::1".to_string(), None, 8200),
+            ("127.0.0.1".to_string(), None, 81),
+        ]
+    );
+    let freed: Vec<_> = a.freed_ports.iter().map(|p| p.host_port).collect();
+    assert_eq!(freed, [Some(4873), Some(5432), Some(8200)]);
+
+    // the user's grant keeps the number: exactly, by address, or any
+    for grant in ["publish:127.0.0.1:5432", "publish:127.0.0.1:*", "publish:*"] {
+        let a = apply(&hardened(), &input, &Grants::parse(&[grant]).unwrap()).unwrap();
+        let kept = a
+            .spec
+            .ports
+            .iter()
+            .find(|p| p.container_port == 5432)
+            .unwrap();
+        assert_eq!(kept.host_port, Some(5432), "{grant}");
+        assert!(
+            a.freed_ports.iter().all(|p| p.container_port != 5432),
+            "{grant}"
+        );
+    }
+    // a grant for another port keeps nothing
+    let a = apply(
+        &hardened(),
+        &input,
+        &Grants::parse(&["publish:127.0.0.1:5433"]).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(a.freed_ports.len(), 3);
+
+    let a = apply(&SecurityProfile::Reference, &input, &Grants::default()).unwrap();
+    assert_eq!(a.spec.ports, input.spec.ports);
+    assert!(a.freed_ports.is_empty());
+}
+
 #[test]
 fn shm_and_tmpfs_are_bounded_by_the_memory_limit() {
     let mut input = base();

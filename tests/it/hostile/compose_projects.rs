@@ -1608,7 +1608,7 @@ fn a_project_env_file_linked_to_a_host_secret_is_never_read_by_compose() {
 /// where it used to run on.
 #[test]
 fn remove_existing_container_stops_the_projects_sidecars_before_judging() {
-    sidecar_stopped_before_judging("compose_stops_sidecars_before_judging", false);
+    sidecar_stopped_before_judging("compose_stops_sidecars_before_judging", Primary::Kept);
 }
 
 /// Attack P5: the same swap through a plain `up` of a project whose primary had stopped (its
@@ -1617,13 +1617,32 @@ fn remove_existing_container_stops_the_projects_sidecars_before_judging() {
 /// it used to run on through the refused `up`.
 #[test]
 fn a_plain_up_of_a_stopped_primary_stops_the_sidecars_before_judging() {
-    sidecar_stopped_before_judging("compose_stopped_primary_sidecars", true);
+    sidecar_stopped_before_judging("compose_stopped_primary_sidecars", Primary::Stopped);
 }
 
-/// Brings up `app` and a `side` that binds the workspace; with `stop_primary` stops `app` by
-/// hand and runs a plain `up`, else `up --remove-existing-container`, of a refused project:
-/// the sidecar is stopped after the refusal.
-fn sidecar_stopped_before_judging(name: &str, stop_primary: bool) {
+/// Attack P5 with the primary removed by hand (`docker rm -f`): no primary led to the running
+/// sidecar, so nothing was stopped and it ran on through the refused `up`. devcell now stops
+/// the running containers of a project brought up from the workspace's own Compose files.
+#[test]
+fn a_plain_up_with_the_primary_removed_stops_the_sidecars_before_judging() {
+    sidecar_stopped_before_judging("compose_removed_primary_sidecars", Primary::Removed);
+}
+
+/// What the test does to the primary before the second `up`.
+#[derive(PartialEq)]
+enum Primary {
+    /// Nothing: the `up` is `--remove-existing-container`.
+    Kept,
+    /// Stopped by hand; a plain `up`.
+    Stopped,
+    /// Removed by hand; a plain `up`.
+    Removed,
+}
+
+/// Brings up `app` and a `side` that binds the workspace; with `primary` stopped or removed
+/// stops or removes `app` by hand and runs a plain `up`, else `up --remove-existing-container`,
+/// of a refused project: the sidecar is stopped after the refusal.
+fn sidecar_stopped_before_judging(name: &str, primary: Primary) {
     let Some(ctx) = TestContext::busybox(name) else {
         return;
     };
@@ -1645,16 +1664,18 @@ fn sidecar_stopped_before_judging(name: &str, stop_primary: bool) {
             .count()
     };
     assert_eq!(running("side"), 1, "{:?}", project_containers(&project));
-    let args: &[&str] = if stop_primary {
+    let args: &[&str] = if primary != Primary::Kept {
         let app = project_containers(&project)
             .into_iter()
             .find(|l| l.contains(" app "))
             .expect("the primary");
         let id = app.split_whitespace().next().unwrap().to_string();
-        assert!(
-            crate::support::engine::docker(&["stop", "-t", "0", &id]).0,
-            "the primary stops"
-        );
+        let how: &[&str] = if primary == Primary::Removed {
+            &["rm", "-f", "-v", &id]
+        } else {
+            &["stop", "-t", "0", &id]
+        };
+        assert!(crate::support::engine::docker(how).0, "the primary stops");
         assert_eq!(running("app"), 0, "{:?}", project_containers(&project));
         &[]
     } else {
@@ -1732,6 +1753,59 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_up() {
     let (ok, out) = docker(&["rm", "-f", &name]);
     assert!(ok, "{out}");
     started(":ro");
+    let run = ctx.run("up", &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+}
+
+/// Attack 26, Q1: a container that runs a repository's code (here labelled as another
+/// workspace's dev container, as the outer workspace's container of a nested repository is)
+/// binding a folder *above* the workspace writable can swap a bind source inside the workspace
+/// for a link to a host folder between the judgement and the engine's mount. The Compose `up`
+/// is refused naming it, before anything of the project is made; the same bind by a container
+/// without such labels (a toolbox container of the user's) is not counted.
+#[test]
+fn another_workspaces_container_binding_the_folder_above_refuses_up() {
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("compose_foreign_writer_above") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated().at(&format!("inner-{token}"));
+    let project = own_project(&ctx);
+    let name = format!("devcell-test-foreign-above-{token}");
+    ctx.cleanup().container(&name);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!("services:\n{}", sleeper("app")),
+    );
+    let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
+    let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
+    let bind = format!("{}:/outer", outer.display());
+    let local_folder = format!("devcontainer.local_folder={}", outer.display());
+    let started = |labels: &[&str]| {
+        let mut args = vec!["run", "-d", "--name", &name];
+        for label in labels {
+            args.extend(["--label", label]);
+        }
+        args.extend(["-v", &bind, BUSYBOX_IMAGE, "sleep", "100000"]);
+        let (ok, out) = docker(&args);
+        assert!(ok, "{out}");
+    };
+    started(&[&local_folder]);
+    let run = ctx.run("up", &[]);
+    assert_ne!(run.code, Some(0), "{}", run.stdout);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert!(all.contains(&name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+    assert!(
+        project_containers(&project).is_empty(),
+        "created: {:?}",
+        project_containers(&project)
+    );
+    // a container of the user's own (no dev container or Compose label): not counted
+    let (ok, out) = docker(&["rm", "-f", &name]);
+    assert!(ok, "{out}");
+    started(&[]);
     let run = ctx.run("up", &[]);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 }

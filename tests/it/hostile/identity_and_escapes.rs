@@ -1147,24 +1147,22 @@ mod escapes {
         let mut seen = Vec::new();
         for (port, list) in bindings.as_object().unwrap() {
             for b in list.as_array().unwrap() {
-                // an engine-chosen port: Docker leaves it empty here, Podman names the one it
-                // chose
-                let host_port = match b["HostPort"].as_str().unwrap() {
-                    chosen if port == "82/tcp" && chosen.parse::<u16>().is_ok() => "",
-                    other => other,
-                };
-                seen.push(format!(
-                    "{}:{host_port}->{port}",
-                    b["HostIp"].as_str().unwrap(),
-                ));
+                // every host port is engine-chosen (the repository's numbers are not kept,
+                // spec-note 0431): Docker leaves it empty here, Podman names the one it chose
+                let host_port = b["HostPort"].as_str().unwrap();
+                assert!(
+                    ![p1, p2, p3].iter().any(|p| p.to_string() == host_port),
+                    "{bindings}"
+                );
+                seen.push(format!("{}->{port}", b["HostIp"].as_str().unwrap()));
             }
         }
         seen.sort();
         let mut want = vec![
-            format!("127.0.0.1:{p1}->{p1}/tcp"),
-            format!("127.0.0.1:{p2}->81/tcp"),
-            format!("127.0.0.1:{p3}->80/tcp"),
-            "127.0.0.1:->82/tcp".to_string(),
+            format!("127.0.0.1->{p1}/tcp"),
+            "127.0.0.1->81/tcp".to_string(),
+            "127.0.0.1->80/tcp".to_string(),
+            "127.0.0.1->82/tcp".to_string(),
         ];
         want.sort();
         assert_eq!(seen, want, "{bindings}");
@@ -1247,25 +1245,27 @@ mod escapes {
         assert_granted(&result, "publishPort", &format!("{gateway}:{p4}"));
     }
 
-    /// A loopback publish needs no request (spec-note 0431's review): it can only take a
-    /// port nothing on the host holds. A host service's port stays the host's: `up` fails on
-    /// Docker ("address already in use", nothing left running); on Podman the publish lives
-    /// in the engine's own network namespace. Either way a host client's connection to
-    /// `127.0.0.1:<port>` reaches the host service, never the container.
+    /// Attack 25's P3 class for published ports (spec-note 0431): a loopback port the
+    /// repository numbered (`appPort`, `runArgs -p`) is published from a free host port, so a
+    /// host service that is not running at that moment (a local package registry, a
+    /// database) never has its clients talk to the container; the user's grant keeps the
+    /// number. A host service's port that is held stays the host's either way.
     #[test]
-    fn a_loopback_publish_cannot_take_a_port_a_host_service_holds() {
+    fn a_repository_loopback_port_is_published_from_a_free_port_unless_granted() {
         if !engine_ready(
-            "a_loopback_publish_cannot_take_a_port_a_host_service_holds",
+            "a_repository_loopback_port_is_published_from_a_free_port_unless_granted",
             BUSYBOX_IMAGE,
         ) {
             return;
         }
         use std::io::{Read, Write};
         let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = service.local_addr().unwrap().port();
-        for ports in [
-            format!(r#""appPort": [{port}]"#),
-            format!(r#""runArgs": ["-p", "127.0.0.1:{port}:80"]"#),
+        let held = service.local_addr().unwrap().port();
+        let idle = free_port();
+        for (port, ports) in [
+            (held, format!(r#""appPort": [{held}]"#)),
+            (idle, format!(r#""appPort": [{idle}]"#)),
+            (idle, format!(r#""runArgs": ["-p", "127.0.0.1:{idle}:80"]"#)),
         ] {
             let attack = Attack::new(&format!(
                 r#"{{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false,
@@ -1277,20 +1277,45 @@ mod escapes {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert!(!text.contains("permission_required"), "{text}");
-            if !out.status.success() {
-                for id in attack.containers() {
-                    assert_ne!(inspect(&id, "{{.State.Running}}"), "true", "{text}");
-                }
+            assert!(out.status.success(), "{text}");
+            assert!(
+                text.contains(&format!("--allow publish:127.0.0.1:{port}")),
+                "{text}"
+            );
+            let (ok, published) = docker(&["port", &attack.containers()[0]]);
+            assert!(ok, "{published}");
+            for line in published.lines() {
+                assert!(line.contains("-> 127.0.0.1:"), "{published}");
+                assert!(!line.ends_with(&format!(":{port}")), "{published}");
             }
-            // a host client reaches the host service
-            let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-            client.write_all(b"ping").unwrap();
-            let (mut accepted, _) = service.accept().unwrap();
-            let mut got = [0u8; 4];
-            accepted.read_exact(&mut got).unwrap();
-            assert_eq!(&got, b"ping", "{text}");
+            if port == held {
+                // a host client reaches the host service
+                let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                client.write_all(b"ping").unwrap();
+                let (mut accepted, _) = service.accept().unwrap();
+                let mut got = [0u8; 4];
+                accepted.read_exact(&mut got).unwrap();
+                assert_eq!(&got, b"ping", "{text}");
+            } else {
+                // nothing listens where the host service would
+                assert!(
+                    std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+                    "{published}"
+                );
+            }
         }
+        // granted: the number is kept
+        let attack = Attack::new(&format!(
+            r#"{{"image": "IMAGE", "remoteUser": "nobody", "updateRemoteUserUID": false,
+                "overrideCommand": true, "appPort": [{idle}]}}"#
+        ));
+        attack.up_ok(&["--allow", &format!("publish:127.0.0.1:{idle}")]);
+        let (ok, published) = docker(&["port", &attack.containers()[0]]);
+        assert!(ok, "{published}");
+        assert!(
+            published.contains(&format!("-> 127.0.0.1:{idle}")),
+            "{published}"
+        );
     }
 
     /// Runs `devcell <args…>` with a 30 s kill switch; returns (output, elapsed).

@@ -203,3 +203,199 @@ fn remove_existing_container_stops_the_old_container_before_judging() {
         "the old container ran on while devcell judged"
     );
 }
+
+/// O3, the Dockerfile raced: `hardened` judges the Dockerfile, then a process writing the
+/// workspace swaps it before the build packs it (here the granted `initializeCommand`'s first
+/// step, outside the workspace, standing for a container a hook left running, a Compose
+/// sidecar, or `devcell build` beside a running dev container). The image is built from the
+/// judged Dockerfile's bytes, never the swapped one's (which the builder used to get: the
+/// Dockerfile was packed by path after the judgement).
+#[test]
+fn the_build_uses_the_judged_dockerfile_not_one_swapped_in() {
+    const NAME: &str = "the_build_uses_the_judged_dockerfile_not_one_swapped_in";
+    if !engine_ready(NAME, BUSYBOX_IMAGE) {
+        return;
+    }
+    let repo = HostileRepo::new();
+    let swap = outside_script("cp .x/B .devcontainer/Dockerfile\n");
+    repo.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\nLABEL org.example.judged=1\n"),
+    )
+    .file(
+        ".x/B",
+        &format!("FROM {BUSYBOX_IMAGE}\nLABEL org.example.swapped=1\n"),
+    )
+    .config(&format!(
+        r#"{{"build": {{"dockerfile": "Dockerfile"}}, "remoteUser": "nobody", "updateRemoteUserUID": false,
+                "initializeCommand": "sh {}"}}"#,
+        swap.path().join("swap.sh").display()
+    ))
+    .commit();
+    let asking = Host::new(&["true"], &[]);
+    let plan = asking.handoff(repo.path(), &["--plan"], &[]);
+    let p = envelope(&plan);
+    let grant = p["error"]["details"]["permissions"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["permission"] == "hostCommand"))
+        .and_then(|r| r["grant"].as_str())
+        .unwrap_or_else(|| panic!("{p}"))
+        .trim_start_matches("--allow ")
+        .to_string();
+    let image = BuiltImage::default();
+    let host = Host::new(&["true"], &[grant.as_str()]);
+    let up = host.up(repo.path(), &[], &[]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    assert_eq!(up.status.code(), Some(0), "{said}");
+    let id = envelope(&up)["containerId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_string();
+    let docker = |args: &[&str]| {
+        let out = std::process::Command::new("docker")
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    image.set(docker(&["inspect", "-f", "{{.Image}}", &id]));
+    let labels = docker(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{json .Config.Labels}}",
+        &image.id(),
+    ]);
+    assert!(labels.contains("org.example.judged"), "{labels}");
+    assert!(!labels.contains("org.example.swapped"), "{labels}");
+    // the swap did happen in the workspace: only the judged bytes were built
+    let now = std::fs::read_to_string(repo.path().join(".devcontainer/Dockerfile")).unwrap();
+    assert!(now.contains("swapped"), "{now}");
+    drop(host);
+}
+
+/// The image a test built, removed on drop (after the containers, which [`Host`] removes).
+#[derive(Default)]
+struct BuiltImage(std::cell::RefCell<String>);
+
+impl BuiltImage {
+    fn set(&self, id: String) {
+        *self.0.borrow_mut() = id;
+    }
+
+    fn id(&self) -> String {
+        self.0.borrow().clone()
+    }
+}
+
+impl Drop for BuiltImage {
+    fn drop(&mut self) {
+        let id = self.id();
+        if !id.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(["rmi", "-f", &id])
+                .output();
+        }
+    }
+}
+
+/// Attack 24, O4's remainder, for a single container (spec-note 0656): a running container
+/// devcell does not own (started by hand, no label of devcell's) binds the workspace writable;
+/// it could swap what `up` judged (a bind source, the Dockerfile) before the engine uses it,
+/// and devcell cannot stop it. A hardened `up` of an `image` configuration, which only a
+/// Compose `up` refused, is refused naming it, before anything is created.
+#[test]
+fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_single_container_up() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("single_container_foreign_writer") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = format!(
+        "devcell-test-foreign-single-{}",
+        crate::support::run_token()
+    );
+    ctx.cleanup().container(&name);
+    let ctx = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = ctx.path().display().to_string();
+    let (ok, out) = docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "-v",
+        &format!("{ws}:/w"),
+        BUSYBOX_IMAGE,
+        "sleep",
+        "100000",
+    ]);
+    assert!(ok, "{out}");
+    let run = ctx.run("up", &[]);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains(&name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+    assert!(
+        ctx.containers().is_empty(),
+        "created: {:?}",
+        ctx.containers()
+    );
+}
+
+/// Attack 26, Q1, as the attack ran it: the outer workspace's dev container (a hook left a
+/// loop running in it) binds the folder above a nested repository and swaps the nested
+/// repository's `mounts` source (`${localWorkspaceFolder}/data`) for a link to a host folder
+/// between the judgement and the engine's mount. A hardened `up` of the nested repository is
+/// refused naming that container, before anything is created; the same bind by a container
+/// of the user's own (no dev container or Compose label) is not counted.
+#[test]
+fn another_workspaces_dev_container_binding_the_folder_above_refuses_a_single_container_up() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("single_container_foreign_writer_above") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated().at(&format!("inner-{token}"));
+    let name = format!("devcell-test-foreign-above-single-{token}");
+    ctx.cleanup().container(&name);
+    std::fs::create_dir_all(ctx.path().join("data")).unwrap();
+    let ctx = ctx.config(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "mounts": ["source=${localWorkspaceFolder}/data,target=/data,type=bind"]}"#,
+    );
+    let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
+    let bind = format!("{}:/outer", outer.display());
+    let local_folder = format!("devcontainer.local_folder={}", outer.display());
+    let started = |labels: &[&str]| {
+        let mut args = vec!["run", "-d", "--name", &name];
+        for label in labels {
+            args.extend(["--label", label]);
+        }
+        args.extend(["-v", &bind, BUSYBOX_IMAGE, "sleep", "100000"]);
+        let (ok, out) = docker(&args);
+        assert!(ok, "{out}");
+    };
+    started(&[&local_folder]);
+    let run = ctx.run("up", &[]);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains(&name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+    assert!(
+        ctx.containers().is_empty(),
+        "created: {:?}",
+        ctx.containers()
+    );
+    // a container of the user's own binding the folder above: not counted
+    let (ok, out) = docker(&["rm", "-f", &name]);
+    assert!(ok, "{out}");
+    started(&[]);
+    let run = ctx.run("up", &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+}

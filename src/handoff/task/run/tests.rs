@@ -2,7 +2,7 @@
 
 use super::*;
 
-use crate::handoff::task::test_git::{devcontainer_repo, empty_repo, plain_git};
+use crate::handoff::task::test_git::{commit, devcontainer_repo, empty_repo, plain_git, repo_of_a};
 
 /// Agent `a` configured to run `true`.
 fn with_true_agent(opts: &mut HandoffOptions) {
@@ -324,11 +324,7 @@ fn a_task_in_use_cannot_be_deleted_or_started_twice() {
     let tmp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let source = base.join("src");
-    std::fs::create_dir(&source).unwrap();
-    plain_git(&source, &["init", "-q"]);
-    std::fs::write(source.join("a"), "a").unwrap();
-    plain_git(&source, &["add", "a"]);
-    plain_git(&source, &["commit", "-qm", "a"]);
+    repo_of_a(&source, "a");
     let state = base.join("state");
     let cache = base.join("cache");
     let opts = task_options(&source, "t");
@@ -411,11 +407,7 @@ fn a_refused_delete_names_each_unfetched_commit() {
     let tmp = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let source = base.join("src");
-    std::fs::create_dir(&source).unwrap();
-    plain_git(&source, &["init", "-q"]);
-    std::fs::write(source.join("a"), "a").unwrap();
-    plain_git(&source, &["add", "a"]);
-    plain_git(&source, &["commit", "-qm", "a"]);
+    repo_of_a(&source, "a");
     let (state, cache) = (base.join("state"), base.join("cache"));
     let opts = task_options(&source, "t");
     let quiet = crate::progress::NoopReporter;
@@ -476,11 +468,7 @@ fn mirrors_gc_and_prune_never_break_a_task() {
     let base = std::fs::canonicalize(tmp.path()).unwrap();
     let repo = |name: &str| {
         let dir = base.join(name);
-        std::fs::create_dir(&dir).unwrap();
-        plain_git(&dir, &["init", "-q"]);
-        std::fs::write(dir.join("a"), name).unwrap();
-        plain_git(&dir, &["add", "a"]);
-        plain_git(&dir, &["commit", "-qm", "a"]);
+        repo_of_a(&dir, name);
         dir
     };
     let (one, two) = (repo("one"), repo("two"));
@@ -558,9 +546,7 @@ fn a_new_repository_at_the_same_path_does_not_inherit_old_tasks() {
     let make_repo = |file: &str| {
         std::fs::create_dir(&source).unwrap();
         plain_git(&source, &["init", "-q"]);
-        std::fs::write(source.join(file), file).unwrap();
-        plain_git(&source, &["add", file]);
-        plain_git(&source, &["commit", "-qm", file]);
+        commit(&source, file);
     };
     make_repo("a");
     let (state, cache) = (base.join("state"), base.join("cache"));
