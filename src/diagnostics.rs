@@ -226,7 +226,7 @@ impl StreamMask {
 }
 
 /// The longest output line devcell keeps or shows whole (hook, build and step output,
-/// spec-note 0655): a longer one is cut there and marked with [`LINE_CUT_MARKER`].
+/// spec-note 0658): a longer one is cut there and marked with [`LINE_CUT_MARKER`].
 pub const MAX_OUTPUT_LINE: usize = 64 * 1024;
 
 /// What ends a line cut at [`MAX_OUTPUT_LINE`] (the rest of it, up to its newline, is dropped).
@@ -234,7 +234,7 @@ pub const LINE_CUT_MARKER: &str = " [devcell: line cut at 64 KiB]";
 
 /// Splits one stream of output that arrives in pieces into lines, in work linear in its length
 /// and in memory bounded by [`MAX_OUTPUT_LINE`] whatever it holds (issue 25, class 6; spec-note
-/// 0655): only each new piece is searched for a newline, and a line longer than the bound is
+/// 0658): only each new piece is searched for a newline, and a line longer than the bound is
 /// passed on cut (its first [`MAX_OUTPUT_LINE`] bytes, at a character boundary, then
 /// [`LINE_CUT_MARKER`]) and the rest of it dropped. The line-wise counterpart of
 /// [`StreamMask`], for output shown line by line (prefixed, kept as a tail). A line's end

@@ -604,7 +604,7 @@ impl std::fmt::Debug for ExecInput {
 }
 
 /// The most bytes of each stream an exec collects ([`ExecOutput::Collect`],
-/// [`ExecOutput::CollectTail`]; spec-note 0655): what a container prints is untrusted and an
+/// [`ExecOutput::CollectTail`]; spec-note 0658): what a container prints is untrusted and an
 /// internal exec's answer is small, so devcell never holds more, whatever the container does.
 pub const COLLECT_CAP: usize = 1024 * 1024;
 

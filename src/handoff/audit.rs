@@ -176,7 +176,7 @@ pub async fn audit_with(engine: &dyn Engine, opts: &AuditOptions) -> Result<Audi
             ExecOutput::Collect,
         )
         .await?;
-    // a cut answer is refused, never read as a whole one (spec-note 0655)
+    // a cut answer is refused, never read as a whole one (spec-note 0658)
     if result.cut {
         return Err(OpsError::Unsupported {
             message: format!(

@@ -516,7 +516,7 @@ pub(crate) fn pidfile_of(session_id: &str) -> String {
     format!("/tmp/.devcell-agent-{session_id}.pid")
 }
 
-/// The pid file in the container of a session's running lifecycle step (spec-note 0655).
+/// The pid file in the container of a session's running lifecycle step (spec-note 0658).
 pub(crate) fn step_pidfile_of(session_id: &str) -> String {
     format!("/tmp/.devcell-step-{session_id}.pid")
 }

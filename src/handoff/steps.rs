@@ -444,7 +444,7 @@ pub struct StepTarget<'a> {
     /// The environment (the agent's, without its secrets).
     pub env: IndexMap<String, String>,
     /// Where in the container a step writes its pid, so a stop of the handoff can signal it
-    /// (spec-note 0655).
+    /// (spec-note 0658).
     pub pidfile: String,
 }
 
@@ -540,7 +540,7 @@ async fn run_phase(
                 target.container_id,
                 &request,
                 ExecInput::None,
-                // the end of each stream, bounded: it is shown on failure (spec-note 0655)
+                // the end of each stream, bounded: it is shown on failure (spec-note 0658)
                 ExecOutput::CollectTail,
             )
             .await
@@ -575,7 +575,7 @@ fn step_argv(command: &str, pidfile: &str) -> Vec<String> {
 const CUT_NOTE: &str = "[devcell: the output passed 1 MiB; only its end was kept]";
 
 /// The last [`TAIL_LINES`] lines of `output`, each cut at
-/// [`crate::diagnostics::MAX_OUTPUT_LINE`] (spec-note 0655), made printable.
+/// [`crate::diagnostics::MAX_OUTPUT_LINE`] (spec-note 0658), made printable.
 fn tail(output: &str) -> Vec<String> {
     use crate::diagnostics::{LINE_CUT_MARKER, MAX_OUTPUT_LINE};
     let lines: Vec<&str> = output.lines().collect();

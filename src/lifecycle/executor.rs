@@ -207,7 +207,7 @@ impl HookExecutor for HostExecutor {
 }
 
 /// Reads `stream` to its end, reporting each line (lossily decoded, line ending removed, cut
-/// at [`crate::diagnostics::MAX_OUTPUT_LINE`]: spec-note 0655).
+/// at [`crate::diagnostics::MAX_OUTPUT_LINE`]: spec-note 0658).
 async fn forward_lines<R: AsyncRead + Unpin>(stream: Option<R>, output: &dyn Reporter) {
     let Some(mut stream) = stream else {
         return;

@@ -600,7 +600,7 @@ impl Reporter for TailReporter<'_> {
     }
 }
 
-/// `line` with the secret values masked, and kept within the bound (spec-note 0655): a line the
+/// `line` with the secret values masked, and kept within the bound (spec-note 0658): a line the
 /// engine cut at [`MAX_OUTPUT_LINE`] loses the end that could begin a value (its rest was
 /// dropped, so that beginning would show unmasked); one longer than the bound (another
 /// source's) is cut the same way.
@@ -626,7 +626,7 @@ fn mask_line(mask: &SecretMask, line: &str) -> String {
 }
 
 /// Collects output lines of internal commands (marker scripts, the environment probe) without
-/// showing them, at most [`CAPTURE_CAP`] bytes of them (spec-note 0655): later lines are
+/// showing them, at most [`CAPTURE_CAP`] bytes of them (spec-note 0658): later lines are
 /// dropped, so an answer that passed it reads as incomplete (its end marker missing).
 #[derive(Default)]
 pub(super) struct Capture(Mutex<(Vec<String>, usize)>);
@@ -1301,7 +1301,7 @@ mod mask_line_tests {
     use super::*;
 
     /// A line cut in the middle of a secret value shows none of it; a long line of another
-    /// source is cut (spec-note 0655).
+    /// source is cut (spec-note 0658).
     #[test]
     fn a_cut_line_never_shows_the_beginning_of_a_value() {
         let secret = "s3cr3t-value".to_string();
@@ -1321,7 +1321,7 @@ mod mask_line_tests {
 mod capture_tests {
     use super::*;
 
-    /// An internal command's flood of lines is kept within the bound (spec-note 0655).
+    /// An internal command's flood of lines is kept within the bound (spec-note 0658).
     #[test]
     fn a_capture_keeps_at_most_its_cap() {
         let capture = Capture::default();

@@ -73,7 +73,7 @@ pub(crate) async fn verify_uids_inside(
             .exec(id, &request, ExecInput::None, ExecOutput::Collect)
             .await;
         let uids: Option<Vec<u32>> = match &result {
-            // a cut answer is not read (spec-note 0655)
+            // a cut answer is not read (spec-note 0658)
             Ok(r) if r.exit_code == 0 && !r.cut => {
                 let text = r.stdout_text();
                 let fields: Vec<&str> = text.split_whitespace().collect();
@@ -476,7 +476,7 @@ mod tests {
 
     /// An answer to the uid check that passed the collection bound (an image's `/bin/sh`
     /// flooding it: attack 26 Q3) is not read, even when its beginning looks right, and the
-    /// container is removed (spec-note 0655).
+    /// container is removed (spec-note 0658).
     #[tokio::test]
     async fn a_cut_uid_answer_is_refused_not_read() {
         let engine = crate::engine::fake::FakeEngine::new();

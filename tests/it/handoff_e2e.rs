@@ -2072,7 +2072,7 @@ fn sigterm_during_up_ends_the_handoff_and_records_the_session() {
 
 /// SIGTERM while a repository's `afterStart` step runs (`sleep 100000`) stops the step in the
 /// container and ends the handoff with 143, the session recorded as signaled (issue 25, class
-/// 6; spec-note 0655). Before, the step was not raced with the signal: devcell ran on until
+/// 6; spec-note 0658). Before, the step was not raced with the signal: devcell ran on until
 /// `SIGKILL`, leaving the session live.
 #[test]
 fn sigterm_during_an_after_start_step_stops_the_step_and_records_the_session() {
@@ -2168,7 +2168,7 @@ fn signal_during_an_after_start_step(test: &str, signal: rustix::process::Signal
 }
 
 /// A repository's `afterStart` step that prints 50 MB without a newline, then fails, costs
-/// devcell a bounded amount of memory (issue 25, class 6; spec-note 0655): its output is
+/// devcell a bounded amount of memory (issue 25, class 6; spec-note 0658): its output is
 /// collected within 1 MiB per stream (the end kept, marked cut). Before, all of it was held
 /// (about ten times over: 400 MB made devcell peak at 4 GB).
 #[test]

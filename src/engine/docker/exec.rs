@@ -129,7 +129,7 @@ impl DockerEngine {
             container: id.to_string(),
             source,
         };
-        // bounded lines in linear work, whatever the container prints (spec-note 0655)
+        // bounded lines in linear work, whatever the container prints (spec-note 0658)
         let mut lines_out = LineSplitter::default();
         let mut lines_err = LineSplitter::default();
         let mut sink = output;

@@ -108,7 +108,7 @@ impl DockerEngine {
             .cloned()
             .unwrap_or_else(|| request.context.display().to_string());
         let mut stream = self.docker.build_image(options, creds, Some(body));
-        // bounded lines in linear work, whatever a build step prints (spec-note 0655)
+        // bounded lines in linear work, whatever a build step prints (spec-note 0658)
         let mut lines = LineSplitter::default();
         let mut image_id: Option<String> = None;
         while let Some(item) = stream.next().await {

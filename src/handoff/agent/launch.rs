@@ -90,7 +90,7 @@ impl Handoff<'_> {
     /// workspace's steps lock in devcell's state: a group's second member waits for the first.
     /// A stop signal while a step runs stops the step through its pid file (bounded as the
     /// agent's stop is; a second signal stops the waiting) and ends the session as `signaled`
-    /// (spec-note 0655).
+    /// (spec-note 0658).
     async fn run_steps(
         &self,
         p: &Prepared,

@@ -1,4 +1,4 @@
-//! What a repository's output costs devcell on the host (issue 25, class 6; spec-note 0655):
+//! What a repository's output costs devcell on the host (issue 25, class 6; spec-note 0658):
 //! hook output is split into lines in linear work and cut at 64 KiB, so a hook printing tens
 //! of megabytes without a newline leaves devcell's memory bounded.
 
