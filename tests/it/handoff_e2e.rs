@@ -2019,54 +2019,12 @@ fn sigterm_during_up_ends_the_handoff_and_records_the_session() {
     }
     let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "postCreateCommand": "echo devcell-test-hook-running; sleep 300"}"#;
     let env = Env::new(hostgit_image(), config, None);
-    let args = env.handoff_args("ref0", &[]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut first = env
-        .command(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(first.stderr.take().unwrap()).lines();
-    assert!(
-        lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|l| l.contains("devcell-test-hook-running")),
-        "the hook started"
-    );
-    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
-    let pid = rustix::process::Pid::from_raw(first.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = first.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "devcell still runs 60 s after SIGTERM during up"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let err = drain.join().unwrap().join("\n");
-    assert_eq!(status.code(), Some(143), "{err}");
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut first.stdout.take().unwrap(), &mut out).unwrap();
-    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert_eq!(v["error"]["details"]["signal"], 15, "{v}");
-    let (_, st) = env.json(&[
-        "status",
-        "--workspace-folder",
-        &env.ws_str(),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(st["result"]["activeSession"], Value::Null, "{st}\n{err}");
-    assert_eq!(
-        st["result"]["sessions"][0]["outcome"],
-        serde_json::json!({"kind": "signaled", "signal": 15}),
-        "{st}\n{err}"
+    signal_a_handoff(
+        &env,
+        "devcell-test-hook-running",
+        (rustix::process::Signal::TERM, 15),
+        Duration::ZERO,
+        Duration::from_secs(60),
     );
 }
 
@@ -2094,14 +2052,18 @@ fn sighup_during_an_after_start_step_stops_the_step_and_records_the_session() {
     );
 }
 
-/// Sends `signal` (number `n`) to a handoff while its `afterStart` step `sleep 100000` runs:
-/// devcell ends within 30 s with 128 + `n`, the session `signaled`, the step gone.
-fn signal_during_an_after_start_step(test: &str, signal: rustix::process::Signal, n: i32) {
-    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
-        return;
-    }
-    let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "customizations": {"devcell": {"afterStart": "sleep 100000"}}}"#;
-    let env = Env::new(hostgit_image(), config, None);
+/// Starts a handoff (agent `ref0`) in `env`, waits for a stderr line containing `started`,
+/// then after `settle` sends `signal` (`(signal, its number n)`) and waits up to `within` for
+/// devcell to end. Asserts the exit status 128 + `n`, the signal in the JSON error, and the
+/// session recorded `signaled` with no active session; returns `status --format json` and
+/// devcell's stderr.
+fn signal_a_handoff(
+    env: &Env,
+    started: &str,
+    (signal, n): (rustix::process::Signal, i32),
+    settle: Duration,
+    within: Duration,
+) -> (Value, String) {
     let args = env.handoff_args("ref0", &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut first = env
@@ -2115,15 +2077,14 @@ fn signal_during_an_after_start_step(test: &str, signal: rustix::process::Signal
         lines
             .by_ref()
             .map_while(Result::ok)
-            .any(|l| l.contains("running `afterStart` step 1 of 1")),
-        "the step started"
+            .any(|l| l.contains(started)),
+        "never printed `{started}`"
     );
     let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
-    // the step's exec is created just after the line
-    std::thread::sleep(Duration::from_secs(2));
+    std::thread::sleep(settle);
     let pid = rustix::process::Pid::from_raw(first.id() as i32).unwrap();
     rustix::process::kill_process(pid, signal).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + within;
     let status = loop {
         if let Some(status) = first.try_wait().unwrap() {
             break status;
@@ -2131,7 +2092,10 @@ fn signal_during_an_after_start_step(test: &str, signal: rustix::process::Signal
         if Instant::now() >= deadline {
             let _ = first.kill();
             let _ = first.wait();
-            panic!("devcell still runs 30 s after signal {n} during an afterStart step");
+            panic!(
+                "devcell still runs {} s after signal {n} (after `{started}`)",
+                within.as_secs()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     };
@@ -2153,6 +2117,25 @@ fn signal_during_an_after_start_step(test: &str, signal: rustix::process::Signal
         st["result"]["sessions"][0]["outcome"],
         serde_json::json!({"kind": "signaled", "signal": n}),
         "{st}\n{err}"
+    );
+    (st, err)
+}
+
+/// Sends `signal` (number `n`) to a handoff while its `afterStart` step `sleep 100000` runs:
+/// devcell ends within 30 s with 128 + `n`, the session `signaled`, the step gone.
+fn signal_during_an_after_start_step(test: &str, signal: rustix::process::Signal, n: i32) {
+    if !support::docker::engine_ready(test, support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let config = r#"{"image": "IMAGE", "remoteUser": "nobody", "customizations": {"devcell": {"afterStart": "sleep 100000"}}}"#;
+    let env = Env::new(hostgit_image(), config, None);
+    // the step's exec is created just after the line
+    let (st, err) = signal_a_handoff(
+        &env,
+        "running `afterStart` step 1 of 1",
+        (signal, n),
+        Duration::from_secs(2),
+        Duration::from_secs(30),
     );
     // the step's process is gone from the container
     let container = st["result"]["sessions"][0]["containerId"]
@@ -2181,54 +2164,19 @@ fn an_after_start_steps_flood_costs_devcell_bounded_memory() {
     let env = Env::new(hostgit_image(), config, None);
     let args = env.handoff_args("ref0", &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut child = env
+    let child = env
         .command(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err_reader = {
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-        })
-    };
-    let out_reader = {
-        let mut stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            let mut out = String::new();
-            let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
-            out
-        })
-    };
-    // devcell's peak resident size (kB), read until it exits
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak_kb = 0u64;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Ok(text) = std::fs::read_to_string(&status_file)
-            && let Some(kb) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            peak_kb = peak_kb.max(kb);
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("devcell still runs after 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let err = err_reader.join().unwrap().join("\n");
-    let out = out_reader.join().unwrap();
+    let support::measure::Measured {
+        status,
+        peak_kb,
+        stdout: out,
+        stderr: err,
+        ..
+    } = support::measure::measure(child, Duration::from_secs(300));
     assert!(
         peak_kb < 200 * 1024,
         "devcell peaked at {peak_kb} kB for a 50 MB step output\n{err}"

@@ -1709,7 +1709,7 @@ fn sidecar_stopped_before_judging(name: &str, primary: Primary) {
 /// project is made; a read-only bind of the workspace is no writer.
 #[test]
 fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_up() {
-    use crate::support::engine::docker;
+    use crate::support::engine::{assert_refused_for_writer, docker, start_writer};
     let Some(ctx) = TestContext::busybox("compose_foreign_writer") else {
         return;
     };
@@ -1724,26 +1724,10 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_up() {
     );
     let ctx = ctx.config(&CONFIG.replace("SERVICE", "app"));
     let ws = ctx.path().display().to_string();
-    let started = |mode: &str| {
-        let (ok, out) = docker(&[
-            "run",
-            "-d",
-            "--name",
-            &name,
-            "-v",
-            &format!("{ws}/data:/w{mode}"),
-            BUSYBOX_IMAGE,
-            "sleep",
-            "100000",
-        ]);
-        assert!(ok, "{out}");
-    };
+    let started = |mode: &str| start_writer(&name, &format!("{ws}/data:/w{mode}"), &[]);
     started("");
     let run = ctx.run("up", &[]);
-    assert_ne!(run.code, Some(0), "{}", run.stdout);
-    let all = format!("{}\n{}", run.stdout, run.stderr);
-    assert!(all.contains(&name), "names the container: {all}");
-    assert!(all.contains("can write the workspace"), "{all}");
+    assert_refused_for_writer(&run, &name);
     assert!(
         project_containers(&project).is_empty(),
         "created: {:?}",
@@ -1765,7 +1749,7 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_up() {
 /// without such labels (a toolbox container of the user's) is not counted.
 #[test]
 fn another_workspaces_container_binding_the_folder_above_refuses_up() {
-    use crate::support::engine::docker;
+    use crate::support::engine::{assert_refused_for_writer, docker, start_writer};
     let Some(ctx) = TestContext::busybox("compose_foreign_writer_above") else {
         return;
     };
@@ -1782,21 +1766,10 @@ fn another_workspaces_container_binding_the_folder_above_refuses_up() {
     let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
     let bind = format!("{}:/outer", outer.display());
     let local_folder = format!("devcontainer.local_folder={}", outer.display());
-    let started = |labels: &[&str]| {
-        let mut args = vec!["run", "-d", "--name", &name];
-        for label in labels {
-            args.extend(["--label", label]);
-        }
-        args.extend(["-v", &bind, BUSYBOX_IMAGE, "sleep", "100000"]);
-        let (ok, out) = docker(&args);
-        assert!(ok, "{out}");
-    };
+    let started = |labels: &[&str]| start_writer(&name, &bind, labels);
     started(&[&local_folder]);
     let run = ctx.run("up", &[]);
-    assert_ne!(run.code, Some(0), "{}", run.stdout);
-    let all = format!("{}\n{}", run.stdout, run.stderr);
-    assert!(all.contains(&name), "names the container: {all}");
-    assert!(all.contains("can write the workspace"), "{all}");
+    assert_refused_for_writer(&run, &name);
     assert!(
         project_containers(&project).is_empty(),
         "created: {:?}",

@@ -311,7 +311,7 @@ impl Drop for BuiltImage {
 #[test]
 fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_single_container_up() {
     use crate::support::context::TestContext;
-    use crate::support::engine::docker;
+    use crate::support::engine::{assert_refused_for_writer, start_writer};
     let Some(ctx) = TestContext::busybox("single_container_foreign_writer") else {
         return;
     };
@@ -323,23 +323,9 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_sing
     ctx.cleanup().container(&name);
     let ctx = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
     let ws = ctx.path().display().to_string();
-    let (ok, out) = docker(&[
-        "run",
-        "-d",
-        "--name",
-        &name,
-        "-v",
-        &format!("{ws}:/w"),
-        BUSYBOX_IMAGE,
-        "sleep",
-        "100000",
-    ]);
-    assert!(ok, "{out}");
+    start_writer(&name, &format!("{ws}:/w"), &[]);
     let run = ctx.run("up", &[]);
-    let all = format!("{}\n{}", run.stdout, run.stderr);
-    assert_ne!(run.code, Some(0), "{all}");
-    assert!(all.contains(&name), "names the container: {all}");
-    assert!(all.contains("can write the workspace"), "{all}");
+    assert_refused_for_writer(&run, &name);
     assert!(
         ctx.containers().is_empty(),
         "created: {:?}",
@@ -356,7 +342,7 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_sing
 #[test]
 fn another_workspaces_dev_container_binding_the_folder_above_refuses_a_single_container_up() {
     use crate::support::context::TestContext;
-    use crate::support::engine::docker;
+    use crate::support::engine::{assert_refused_for_writer, docker, start_writer};
     let Some(ctx) = TestContext::busybox("single_container_foreign_writer_above") else {
         return;
     };
@@ -372,21 +358,10 @@ fn another_workspaces_dev_container_binding_the_folder_above_refuses_a_single_co
     let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
     let bind = format!("{}:/outer", outer.display());
     let local_folder = format!("devcontainer.local_folder={}", outer.display());
-    let started = |labels: &[&str]| {
-        let mut args = vec!["run", "-d", "--name", &name];
-        for label in labels {
-            args.extend(["--label", label]);
-        }
-        args.extend(["-v", &bind, BUSYBOX_IMAGE, "sleep", "100000"]);
-        let (ok, out) = docker(&args);
-        assert!(ok, "{out}");
-    };
+    let started = |labels: &[&str]| start_writer(&name, &bind, labels);
     started(&[&local_folder]);
     let run = ctx.run("up", &[]);
-    let all = format!("{}\n{}", run.stdout, run.stderr);
-    assert_ne!(run.code, Some(0), "{all}");
-    assert!(all.contains(&name), "names the container: {all}");
-    assert!(all.contains("can write the workspace"), "{all}");
+    assert_refused_for_writer(&run, &name);
     assert!(
         ctx.containers().is_empty(),
         "created: {:?}",

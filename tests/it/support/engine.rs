@@ -118,3 +118,26 @@ pub fn docker(args: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
 }
+
+/// Starts `docker run -d --name <name> [--label L]… -v <bind> <busybox> sleep 100000`: a
+/// running container that writes a host folder, the foreign writer of spec-notes 0478 and 0656.
+/// The caller registers `name` for cleanup. Panics when the engine refuses it.
+pub fn start_writer(name: &str, bind: &str, labels: &[&str]) {
+    let mut args = vec!["run", "-d", "--name", name];
+    for label in labels {
+        args.extend(["--label", label]);
+    }
+    args.extend(["-v", bind, BUSYBOX, "sleep", "100000"]);
+    let (ok, out) = docker(&args);
+    assert!(ok, "{out}");
+}
+
+/// Asserts that `run` (an `up`) was refused because of the running writer `name`: it failed,
+/// named the container, and said it can write the workspace.
+#[track_caller]
+pub fn assert_refused_for_writer(run: &crate::support::context::Run, name: &str) {
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains(name), "names the container: {all}");
+    assert!(all.contains("can write the workspace"), "{all}");
+}

@@ -8,6 +8,7 @@ pub mod deadline;
 pub mod docker;
 pub mod git;
 pub mod hostile;
+pub mod measure;
 pub mod proxy;
 pub mod refcli;
 pub mod snapshot;
