@@ -196,6 +196,25 @@ pub struct PackedContext {
     pub dockerfile: String,
 }
 
+#[cfg(test)]
+impl PackedContext {
+    /// The content of every archive entry named as the Dockerfile (tests: one is expected).
+    pub(crate) fn dockerfile_entries(&self) -> Vec<Vec<u8>> {
+        let mut archive = tar::Archive::new(self.tar.as_slice());
+        archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.path().unwrap().to_string_lossy() == self.dockerfile)
+            .map(|mut e| {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
+                bytes
+            })
+            .collect()
+    }
+}
+
 /// Packs `context` into a tar honouring `<context>/.dockerignore`. `dockerfile` may be inside
 /// the context (sent under its relative path) or outside it (sent as
 /// [`OUTSIDE_DOCKERFILE_NAME`]). Symbolic links are stored as links, not followed.
@@ -548,31 +567,18 @@ mod tests {
         )
         .unwrap();
         let judged = b"FROM registry.example/judged\n".as_slice();
-        let content = |packed: &PackedContext| -> Vec<Vec<u8>> {
-            let mut a = tar::Archive::new(packed.tar.as_slice());
-            a.entries()
-                .unwrap()
-                .map(|e| e.unwrap())
-                .filter(|e| e.path().unwrap().to_string_lossy() == packed.dockerfile)
-                .map(|mut e| {
-                    let mut bytes = Vec::new();
-                    std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
-                    bytes
-                })
-                .collect()
-        };
         let packed = pack(ctx.path(), &ctx.path().join("Dockerfile"), Some(judged)).unwrap();
         assert_eq!(packed.dockerfile, "Dockerfile");
-        assert_eq!(content(&packed), vec![judged.to_vec()]);
+        assert_eq!(packed.dockerfile_entries(), vec![judged.to_vec()]);
         fs::remove_file(ctx.path().join("Dockerfile")).unwrap();
         std::os::unix::fs::symlink(host.path().join("secret"), ctx.path().join("Dockerfile"))
             .unwrap();
         let packed = pack(ctx.path(), &ctx.path().join("Dockerfile"), Some(judged)).unwrap();
-        assert_eq!(content(&packed), vec![judged.to_vec()]);
+        assert_eq!(packed.dockerfile_entries(), vec![judged.to_vec()]);
         // one outside the context too
         let packed = pack(ctx.path(), &host.path().join("Dockerfile"), Some(judged)).unwrap();
         assert_eq!(packed.dockerfile, OUTSIDE_DOCKERFILE_NAME);
-        assert_eq!(content(&packed), vec![judged.to_vec()]);
+        assert_eq!(packed.dockerfile_entries(), vec![judged.to_vec()]);
     }
 
     #[test]

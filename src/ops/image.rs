@@ -660,17 +660,10 @@ mod tests {
             build.dockerfile_bytes.as_deref(),
         )
         .unwrap();
-        let mut archive = tar::Archive::new(packed.tar.as_slice());
-        let sent: Vec<String> = archive
-            .entries()
-            .unwrap()
-            .map(|e| e.unwrap())
-            .filter(|e| e.path().unwrap().to_string_lossy() == packed.dockerfile)
-            .map(|mut e| {
-                let mut text = String::new();
-                std::io::Read::read_to_string(&mut e, &mut text).unwrap();
-                text
-            })
+        let sent: Vec<String> = packed
+            .dockerfile_entries()
+            .into_iter()
+            .map(|bytes| String::from_utf8(bytes).unwrap())
             .collect();
         assert_eq!(sent, vec![judged.to_string()]);
     }
