@@ -1344,6 +1344,27 @@ fn workspace_status(ctx: &TestContext) -> Value {
     v["result"].clone()
 }
 
+/// `devcell handoff --agent <agent> --config-file <config> --format json` in `ctx`'s
+/// workspace, spawned with both streams piped.
+fn spawn_handoff(ctx: &TestContext, agent: &str, config: &std::path::Path) -> std::process::Child {
+    ctx.command()
+        .args([
+            "handoff",
+            "--workspace-folder",
+            ctx.path().to_str().unwrap(),
+            "--agent",
+            agent,
+            "--config-file",
+            config.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `status` once `n` sessions run in a container (bounded: a handoff that never starts fails
 /// here).
 fn live_in_container(ctx: &TestContext, n: usize) -> Value {
@@ -1399,24 +1420,7 @@ fn two_handoffs_grouped_only_by_config_toml_share_one_container() {
         ),
     )
     .unwrap();
-    let spawn = |agent: &str| {
-        ctx.command()
-            .args([
-                "handoff",
-                "--workspace-folder",
-                ctx.path().to_str().unwrap(),
-                "--agent",
-                agent,
-                "--config-file",
-                config.to_str().unwrap(),
-                "--format",
-                "json",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |agent: &str| spawn_handoff(&ctx, agent, &config);
     let a = spawn("wait-a");
     live_in_container(&ctx, 1);
     let b = spawn("wait-b");
@@ -1505,24 +1509,7 @@ fn a_once_per_workspace_step_runs_once_across_two_handoffs_at_once() {
         ),
     )
     .unwrap();
-    let spawn = |agent: &str| {
-        ctx.command()
-            .args([
-                "handoff",
-                "--workspace-folder",
-                ctx.path().to_str().unwrap(),
-                "--agent",
-                agent,
-                "--config-file",
-                config.to_str().unwrap(),
-                "--format",
-                "json",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |agent: &str| spawn_handoff(&ctx, agent, &config);
     let a = spawn("wait-a");
     let b = spawn("wait-b");
     live_in_container(&ctx, 2);
