@@ -54,8 +54,9 @@ pub(crate) async fn refuse_foreign_writers(
         let name = c.names.first().cloned().unwrap_or_default();
         let short = &c.id[..12.min(c.id.len())];
         let above = runs_repository_code(&c.labels);
+        let devices = bind_backed_devices(engine, &info.mounts).await?;
         found.extend(
-            writable_binds_of(&workspace, &info.mounts, above)
+            writable_binds_of(&workspace, &info.mounts, &devices, above)
                 .into_iter()
                 .map(|source| format!("`{name}` ({short}) binds `{}`", source.display())),
         );
@@ -79,15 +80,55 @@ fn runs_repository_code(labels: &BTreeMap<String, String>) -> bool {
         .any(|k| crate::names::is_identity_label(k) || k == crate::engine::compose::PROJECT_LABEL)
 }
 
-/// The sources of `mounts` that are writable binds of the (canonical) `workspace` or a folder
-/// inside it, and with `above`, of a folder above it, each as it resolves on this host (as the
-/// engine holds it when it does not resolve here).
-fn writable_binds_of(workspace: &Path, mounts: &[MountInfo], above: bool) -> Vec<PathBuf> {
+/// The host folder each writable named volume among `mounts` binds, by volume name, for the
+/// bind-backed ones (`driver_opts` `o: bind`, `device`; [`crate::security::volumes::classify`]):
+/// such a volume writes its `device` as a bind does (attack 27, R1). One inspect per writable
+/// named volume.
+///
+/// Errors: the engine's.
+async fn bind_backed_devices(
+    engine: &dyn Engine,
+    mounts: &[MountInfo],
+) -> Result<BTreeMap<String, String>> {
+    use crate::security::volumes::{VolumeUse, classify};
+    let mut devices = BTreeMap::new();
+    for name in mounts
+        .iter()
+        .filter(|m| m.kind == "volume" && m.rw)
+        .filter_map(|m| m.name.as_ref())
+    {
+        let info = engine.inspect_volume(name).await?;
+        if let VolumeUse::BindBacked(device) = classify(info.as_ref(), Path::new("")) {
+            devices.insert(name.clone(), device);
+        }
+    }
+    Ok(devices)
+}
+
+/// The sources of `mounts` that are writable binds (or bind-backed named volumes, their host
+/// folder in `devices` by volume name) of the (canonical) `workspace` or a folder inside it,
+/// and with `above`, of a folder above it, each as it resolves on this host (as the engine
+/// holds it when it does not resolve here).
+fn writable_binds_of(
+    workspace: &Path,
+    mounts: &[MountInfo],
+    devices: &BTreeMap<String, String>,
+    above: bool,
+) -> Vec<PathBuf> {
     mounts
         .iter()
-        .filter(|m| m.kind == "bind" && m.rw)
-        .map(|m| {
-            let source = Path::new(&m.source);
+        .filter(|m| m.rw)
+        .filter_map(|m| match m.kind.as_str() {
+            "bind" => Some(m.source.as_str()),
+            "volume" => m
+                .name
+                .as_ref()
+                .and_then(|n| devices.get(n))
+                .map(String::as_str),
+            _ => None,
+        })
+        .map(|source| {
+            let source = Path::new(source);
             host_path::resolve(source).unwrap_or_else(|_| source.to_path_buf())
         })
         .filter(|source| source.starts_with(workspace) || (above && workspace.starts_with(source)))
@@ -132,13 +173,41 @@ mod tests {
             },
         ];
         assert_eq!(
-            writable_binds_of(&ws, &mounts, false),
+            writable_binds_of(&ws, &mounts, &BTreeMap::new(), false),
             vec![ws.clone(), ws.join("data"), ws.join("data")]
         );
         // a container running a repository's code: the folder above counts too (attack 26, Q1)
         assert_eq!(
-            writable_binds_of(&ws, &mounts, true),
+            writable_binds_of(&ws, &mounts, &BTreeMap::new(), true),
             vec![ws.clone(), ws.join("data"), root.clone(), ws.join("data")]
+        );
+    }
+
+    /// Attack 27, R1: a writable named volume that binds the workspace (its `device`) is
+    /// counted as the bind it is; a read-only one, and a volume that is not bind-backed, not.
+    #[test]
+    fn a_writable_bind_backed_volume_of_the_workspace_is_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap();
+        let volume = |name: &str, rw: bool| MountInfo {
+            kind: "volume".into(),
+            source: format!("/var/lib/docker/volumes/{name}/_data"),
+            name: Some(name.into()),
+            destination: "/w".into(),
+            rw,
+        };
+        let mounts = vec![
+            volume("wsv", true),
+            volume("wsv-ro", false),
+            volume("plain", true),
+        ];
+        let devices = BTreeMap::from([
+            ("wsv".to_string(), ws.display().to_string()),
+            ("wsv-ro".to_string(), ws.display().to_string()),
+        ]);
+        assert_eq!(
+            writable_binds_of(&ws, &mounts, &devices, false),
+            vec![ws.clone()]
         );
     }
 

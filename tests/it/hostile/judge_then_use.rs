@@ -374,3 +374,48 @@ fn another_workspaces_dev_container_binding_the_folder_above_refuses_a_single_co
     let run = ctx.run("up", &[]);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 }
+
+/// Attack 27, R1: the outer workspace's dev container reaches the folder above the nested
+/// repository through a named volume whose driver binds it (`o=bind`, `device=<folder>`), not
+/// a bind: it writes that folder all the same, so the nested repository's hardened `up` is
+/// refused naming it, before anything is created.
+#[test]
+fn a_dev_container_writing_the_folder_above_through_a_bind_backed_volume_refuses_up() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::{assert_refused_for_writer, docker, start_writer};
+    let Some(ctx) = TestContext::busybox("single_container_foreign_writer_volume") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated().at(&format!("inner-{token}"));
+    let name = format!("devcell-test-foreign-volume-{token}");
+    let volume = format!("devcell-test-foreign-volume-{token}");
+    ctx.cleanup().container(&name);
+    ctx.cleanup().volume(&volume);
+    let ctx = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
+    let device = format!("device={}", outer.display());
+    let (ok, out) = docker(&[
+        "volume",
+        "create",
+        "--driver",
+        "local",
+        "--opt",
+        "type=none",
+        "--opt",
+        "o=bind",
+        "--opt",
+        &device,
+        &volume,
+    ]);
+    assert!(ok, "{out}");
+    let local_folder = format!("devcontainer.local_folder={}", outer.display());
+    start_writer(&name, &format!("{volume}:/outer"), &[&local_folder]);
+    let run = ctx.run("up", &[]);
+    assert_refused_for_writer(&run, &name);
+    assert!(
+        ctx.containers().is_empty(),
+        "created: {:?}",
+        ctx.containers()
+    );
+}
