@@ -645,8 +645,11 @@ impl Reporter for Capture {
     fn report(&self, event: Event) {
         if let Event::Output(line) = event {
             let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            if kept.1 + line.len() <= CAPTURE_CAP {
-                kept.1 += line.len();
+            // each line counts with its newline, so a flood of empty lines reaches the cap too
+            // (attack 27, R2: `yes ""` in a profile grew devcell by gigabytes)
+            let cost = line.len() + 1;
+            if kept.1 + cost <= CAPTURE_CAP {
+                kept.1 += cost;
                 kept.0.push(line);
             } else {
                 kept.1 = CAPTURE_CAP;
@@ -1337,5 +1340,15 @@ mod capture_tests {
             Some("late"),
             "nothing after the cap"
         );
+    }
+
+    /// Attack 27, R2: empty lines cost their newline, so a flood of them stops at the cap.
+    #[test]
+    fn a_flood_of_empty_lines_stops_at_the_cap() {
+        let capture = Capture::default();
+        for _ in 0..(CAPTURE_CAP + 10) {
+            capture.report(Event::Output(String::new()));
+        }
+        assert_eq!(capture.into_lines().len(), CAPTURE_CAP);
     }
 }
