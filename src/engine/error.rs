@@ -258,6 +258,27 @@ pub fn is_transient_runtime_failure(error: &bollard::errors::Error) -> bool {
         && (message.contains("ttrpc: closed") || message.contains("ttrpc: connection reset"))
 }
 
+/// Whether a container create failed because its image is gone (Docker: 404 `No such image`;
+/// Podman: `image not known`): removed between its preparation and the create, by a
+/// concurrent `prune` or `rmi` of a cache tag devcell built. Preparing the image again and
+/// creating once more mends it (spec-note 0659).
+pub fn is_image_missing_at_create(error: &EngineError) -> bool {
+    let EngineError::Api {
+        operation: "create container",
+        source:
+            bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                message,
+            },
+        ..
+    } = error
+    else {
+        return false;
+    };
+    let message = message.to_ascii_lowercase();
+    message.contains("no such image") || message.contains("image not known")
+}
+
 /// What failed in an engine pull ([`EngineError::Pull`]), in the words of the registry
 /// failures (spec-note 0653): `not found`, `unauthorised`, `not found or unauthorised` (Docker's
 /// `pull access denied`, which does not say which), or `no network to that registry`; `None`
@@ -349,6 +370,44 @@ mod tests {
                 message: "failed to create shim task: ttrpc: closed".to_string(),
             }
         ));
+    }
+
+    /// Only a create whose image is gone is mended by preparing the image again.
+    #[test]
+    fn only_a_create_without_its_image_is_a_missing_image() {
+        let api = |operation, status_code, message: &str| EngineError::Api {
+            operation,
+            subject: "devcell/uid:k".into(),
+            source: bollard::errors::Error::DockerResponseServerError {
+                status_code,
+                message: message.into(),
+            },
+        };
+        assert!(is_image_missing_at_create(&api(
+            "create container",
+            404,
+            "No such image: devcell/uid:k"
+        )));
+        assert!(is_image_missing_at_create(&api(
+            "create container",
+            404,
+            "devcell/uid:k: image not known"
+        )));
+        assert!(!is_image_missing_at_create(&api(
+            "create container",
+            404,
+            "No such container: x"
+        )));
+        assert!(!is_image_missing_at_create(&api(
+            "inspect image",
+            404,
+            "No such image: devcell/uid:k"
+        )));
+        assert!(!is_image_missing_at_create(&api(
+            "create container",
+            500,
+            "No such image: devcell/uid:k"
+        )));
     }
 
     /// The engine's pull answers, each in one word of what failed; another error keeps none.

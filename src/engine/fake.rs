@@ -43,6 +43,8 @@ struct State {
     execs: Vec<(String, ExecRequest)>,
     builds: Vec<BuildRequest>,
     calls: Vec<String>,
+    /// The next create answers Docker's 404 `No such image` (as after a concurrent `rmi`).
+    lose_image_at_next_create: bool,
     exec_reply: ExecResult,
     next_id: u64,
 }
@@ -93,6 +95,12 @@ impl FakeEngine {
             self.set_running(&id, true);
         }
         id
+    }
+
+    /// Makes the next [`Engine::create_container`] fail as Docker's does when the image was
+    /// removed since it was prepared (404 `No such image`); later creates succeed.
+    pub fn lose_image_at_next_create(&self) {
+        self.lock().lose_image_at_next_create = true;
     }
 
     /// What every later exec answers (exit code and collected output).
@@ -347,6 +355,16 @@ impl Engine for FakeEngine {
     }
 
     async fn create_container(&self, spec: &ContainerSpec) -> Result<String> {
+        if std::mem::take(&mut self.lock().lose_image_at_next_create) {
+            return Err(EngineError::Api {
+                operation: "create container",
+                subject: spec.image.clone(),
+                source: bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404,
+                    message: format!("No such image: {}", spec.image),
+                },
+            });
+        }
         Ok(self.create(spec))
     }
 

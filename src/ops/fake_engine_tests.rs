@@ -210,3 +210,43 @@ async fn exec_refuses_a_stopped_container() {
     );
     assert!(engine.execs().is_empty());
 }
+
+/// spec-note 0659: an image removed between its preparation and the create (a concurrent
+/// `prune` of the cache tag devcell built: CI saw `No such image: devcell/uid:…`) is prepared
+/// again and the container created once more; `up` succeeds and says so.
+#[tokio::test]
+async fn up_creates_again_when_the_image_went_before_the_create() {
+    let (dir, target) = workspace();
+    std::fs::write(
+        dir.path().join(".devcontainer/devcontainer.json"),
+        r#"{ "image": "fake/base:1", "remoteUser": "dev", "updateRemoteUserUID": false }"#,
+    )
+    .unwrap();
+    let engine = engine_with_image();
+    // the uid check's answer: real, effective, saved and filesystem uid
+    engine.reply_to_execs(ExecResult {
+        stdout: b"1000 1000 1000 1000\n".to_vec(),
+        ..ExecResult::default()
+    });
+    engine.lose_image_at_next_create();
+    let opts = crate::ops::options::UpOptions {
+        target,
+        default_user_env_probe: crate::lifecycle::UserEnvProbe::None,
+        cache_dir: Some(dir.path().join("cache")),
+        ..Default::default()
+    };
+    let statuses = Statuses::default();
+
+    let result = crate::ops::up::up_with(&engine, &opts, &statuses).await;
+
+    let result = result.unwrap();
+    let creates = engine
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("create fakecontainer"))
+        .count();
+    assert_eq!(creates, 1, "{:?}", engine.calls());
+    assert!(engine.container(&result.container_id).is_some());
+    let said = statuses.0.lock().unwrap().join("\n");
+    assert!(said.contains("preparing it again"), "{said}");
+}

@@ -500,10 +500,35 @@ async fn reuse_or_create(
             reuse_existing(engine, info, plan.loaded, plan.opts, warnings, reporter).await?;
         return Ok((info, entries, action, reuse_requests));
     }
-    let created = create_new(engine, plan, warnings, reporter).await?;
+    let created = create_new_once_more_without_its_image(engine, plan, warnings, reporter).await?;
     security::host_env::merge(label_env, created.label_host_env);
     let (info, entries) = (created.info, created.entries);
     Ok((info, entries, ContainerAction::Created, created.permissions))
+}
+
+/// [`create_new`], tried a second time when the create found its image gone: a concurrent
+/// `prune` (another task's) or `rmi` removed the cache tag devcell had just built or the
+/// image it had just pulled. The second try prepares the image again from the start; its
+/// warnings replace the first's (spec-note 0659).
+///
+/// Errors: as [`create_new`]; the second try's when both fail.
+async fn create_new_once_more_without_its_image(
+    engine: &dyn Engine,
+    plan: &NewContainer<'_>,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<CreatedContainer> {
+    let before = warnings.len();
+    match create_new(engine, plan, warnings, reporter).await {
+        Err(OpsError::Engine(e)) if crate::engine::error::is_image_missing_at_create(&e) => {
+            warnings.truncate(before);
+            reporter.report(Event::Status(format!(
+                "the image was removed before the container was created ({e}); preparing it again"
+            )));
+            create_new(engine, plan, warnings, reporter).await
+        }
+        other => other,
+    }
 }
 
 /// A reused container, started when stopped, with its metadata entries.

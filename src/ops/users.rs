@@ -86,9 +86,13 @@ pub(crate) async fn verify_uids_inside(
             Some(uids) if !uids.contains(&0) => continue,
             Some(_) => None,
             None => Some(match result {
-                Ok(r) if r.exit_code == 0 => format!(
+                Ok(r) if r.exit_code == 0 && r.cut => format!(
                     "its output passed {} KiB and was not read",
                     crate::engine::COLLECT_CAP / 1024
+                ),
+                Ok(r) if r.exit_code == 0 => format!(
+                    "its output `{}` is not the four ids (real, effective, saved, filesystem) asked for",
+                    r.stdout_text().trim().chars().take(200).collect::<String>()
                 ),
                 Ok(r) => format!("exit code {}: {}", r.exit_code, r.stderr_text().trim()),
                 Err(e) => e.to_string(),
