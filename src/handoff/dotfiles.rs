@@ -10,8 +10,8 @@
 //! devcell's state ([`stage`]), bound read-only at [`SOURCE_TARGET`] and cloned from there
 //! inside the container; the folder is emptied as soon as `up` (and with it the install step)
 //! is over, so the agent finds nothing there. No network is needed. A URL or `owner/repo` is
-//! cloned inside the container, which needs a network that reaches it (under `none` the plan
-//! warns, and the install fails without failing the handoff). The repository is the user's
+//! cloned inside the container when it has a network; under `none` devcell's host git clones
+//! its `HEAD` into the same export instead (spec-note 0670). The repository is the user's
 //! flag, never the configuration's.
 
 use std::path::{Path, PathBuf};
@@ -23,8 +23,7 @@ use crate::lifecycle::Dotfiles;
 use crate::ops::error::{OpsError, Result};
 use crate::settings::NetworkMode;
 
-/// Where a host folder given as the repository is bound (read-only) in the container.
-pub const SOURCE_TARGET: &str = "/run/devcell/dotfiles";
+pub use crate::ops::dotfiles::{SOURCE_TARGET, Staged};
 
 /// The dotfiles step of a handoff's plan (`dotfiles` in `handoff --plan --format json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,6 +39,10 @@ pub struct PlannedDotfiles {
     pub target_path: String,
     /// `--dotfiles-install-command`; `null`: the first of the reference CLI's candidates.
     pub install_command: Option<String>,
+    /// Whether devcell's host git exports the repository (a host folder, or a URL under
+    /// network `none`, spec-note 0670) for the install, bound read-only at [`SOURCE_TARGET`];
+    /// `false`: cloned inside the container.
+    pub cloned_on_host: bool,
 }
 
 /// What a handoff does with the user's dotfiles request: the plan's entry, the request `up`
@@ -80,7 +83,6 @@ pub fn plan(
     host_runtime: bool,
     network: NetworkMode,
     export: &Path,
-    warnings: &mut Vec<String>,
 ) -> Result<Option<HandoffDotfiles>> {
     let Some(request) = request else {
         return Ok(None);
@@ -116,15 +118,20 @@ pub fn plan(
             });
             Some(real)
         }
-        None => {
-            if network == NetworkMode::None {
-                warnings.push(format!(
-                    "`--dotfiles-repository` `{}` is cloned inside the container, which has no network under `--network none`: the install will fail (the handoff goes on); give a local clone's folder instead",
-                    request.shown_source()
-                ));
-            }
+        // under `none` the container cannot reach a URL: devcell's host git clones it into the
+        // export instead, as `up` does (spec-note 0670)
+        None if network == NetworkMode::None => {
+            in_container.exported_from = Some(request.clone_source());
+            in_container.repository = SOURCE_TARGET.to_string();
+            mount = Some(WorkspaceMount {
+                source: export.to_path_buf(),
+                target: SOURCE_TARGET.to_string(),
+                read_only: true,
+                purpose: MountPurpose::GitProtected,
+            });
             None
         }
+        None => None,
     };
     Ok(Some(HandoffDotfiles {
         planned: PlannedDotfiles {
@@ -132,6 +139,7 @@ pub fn plan(
             host_source,
             target_path: request.target_path.clone(),
             install_command: request.install_command.clone(),
+            cloned_on_host: mount.is_some(),
         },
         in_container,
         mount,
@@ -144,6 +152,10 @@ pub fn describe(planned: &PlannedDotfiles) -> String {
         Some(source) => format!(
             "host folder {} (its committed HEAD only, bound read-only at {SOURCE_TARGET} for the install)",
             source.display()
+        ),
+        None if planned.cloned_on_host => format!(
+            "{} (its HEAD cloned by devcell's host git: the container has no network; bound read-only at {SOURCE_TARGET} for the install)",
+            planned.repository
         ),
         None => format!("{} (cloned inside the container)", planned.repository),
     };
@@ -158,149 +170,22 @@ pub fn plan_line(planned: &PlannedDotfiles) -> String {
     format!("plan: dotfiles from {}", describe(planned))
 }
 
-/// How long devcell's host git may take to export a host folder's committed `HEAD`.
-const EXPORT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// The export of a host dotfiles folder for one `up` ([`stage`]): while it lives, the bind's
-/// source holds a one-commit bare clone of the folder's `HEAD`; dropped, the source is emptied
-/// (the folder itself stays: the container's bind keeps pointing at it, and the next handoff
-/// fills it again), so the agent that runs after `up` finds nothing at [`SOURCE_TARGET`].
-#[derive(Debug, Default)]
-pub struct Staged {
-    export: Option<PathBuf>,
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if let Some(export) = &self.export
-            && let Err(e) = empty(export)
-        {
-            tracing::warn!("emptying the dotfiles export {}: {e}", export.display());
-        }
-    }
-}
-
-/// Fills the bind's source of `dotfiles` (a host folder's, else nothing to do) with the
-/// folder's committed `HEAD` and nothing else: devcell's hardened host git
-/// ([`crate::config::hostgit::command`], run as the folder's owner when devcell is root) makes
-/// a bare clone of depth 1, without tags, templates or its `origin` remote, in a private
-/// temporary folder; its regular files are copied into the export folder (mode 0755/0644: the
-/// container's user reads it through the bind; the folder above is devcell's, 0700). Returns
-/// the guard that empties it, and a warning when the export failed (the source is then empty:
-/// the install fails inside the container and the handoff goes on, as any failed install).
+/// Fills the bind's source of `dotfiles` (a host folder's, or a URL's under network `none`;
+/// else nothing to do) with the repository's committed `HEAD` and nothing else
+/// ([`crate::ops::dotfiles::stage_export`], git run as a folder's owner when devcell is root). Returns the guard that empties it after
+/// `up`, and a warning when the export failed (the install then fails inside the container
+/// and the handoff goes on, as any failed install).
 pub fn stage(dotfiles: Option<&HandoffDotfiles>) -> (Staged, Option<String>) {
-    let Some((source, export)) = dotfiles.and_then(|d| {
-        Some((
-            d.planned.host_source.as_deref()?,
-            d.mount.as_ref()?.source.as_path(),
-        ))
-    }) else {
+    use crate::ops::dotfiles::{ExportSource, stage_export};
+    let Some((d, export)) = dotfiles.and_then(|d| Some((d, d.mount.as_ref()?.source.as_path())))
+    else {
         return (Staged::default(), None);
     };
-    let staged = Staged {
-        export: Some(export.to_path_buf()),
-    };
-    let warning = export_head(source, export).err().map(|why| {
-        format!(
-            "`--dotfiles-repository` `{}`: devcell could not export its committed HEAD ({why}); the dotfiles step finds nothing to install",
-            source.display()
-        )
-    });
-    (staged, warning)
-}
-
-/// [`stage`]'s work: the export folder made (or emptied), the clone made and copied in.
-fn export_head(source: &Path, export: &Path) -> std::result::Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    let shown = |e: std::io::Error, path: &Path| format!("{}: {e}", path.display());
-    if let Some(parent) = export.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(|e| shown(e, parent))?;
+    match (&d.planned.host_source, &d.in_container.exported_from) {
+        (Some(folder), _) => stage_export(ExportSource::Folder(folder), export),
+        (None, Some(url)) => stage_export(ExportSource::Url(url), export),
+        (None, None) => (Staged::default(), None),
     }
-    match std::fs::symlink_metadata(export) {
-        Ok(m) if m.is_dir() => empty(export).map_err(|e| shown(e, export))?,
-        Ok(_) => return Err(format!("{} is not a folder", export.display())),
-        Err(_) => std::fs::create_dir(export).map_err(|e| shown(e, export))?,
-    }
-    std::fs::set_permissions(export, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| shown(e, export))?;
-    let staging = tempfile::Builder::new()
-        .prefix("devcell-dotfiles-")
-        .tempdir()
-        .map_err(|e| shown(e, &std::env::temp_dir()))?;
-    // a root devcell runs git as the folder's owner, who writes the clone (spec-note 0250)
-    crate::config::ownership::hand_over(staging.path(), source)
-        .map_err(|e| shown(e, staging.path()))?;
-    let clone = staging.path().join("dots.git");
-    let file = [("protocol.file.allow".to_string(), "always".to_string())];
-    let mut git = crate::config::hostgit::command(source, &file);
-    git.args([
-        "clone",
-        "--quiet",
-        "--bare",
-        "--no-local",
-        "--depth",
-        "1",
-        "--no-tags",
-        "--template=",
-        "--",
-    ])
-    .arg(source)
-    .arg(&clone);
-    run(git, "clone")?;
-    let mut forget = crate::config::hostgit::command(&clone, &[]);
-    forget.args(["remote", "remove", "origin"]);
-    run(forget, "remote remove origin")?;
-    copy_tree(&clone, export).map_err(|e| shown(e, export))
-}
-
-/// Runs a host git of [`export_head`] to its end, within [`EXPORT_DEADLINE`].
-fn run(mut git: std::process::Command, what: &str) -> std::result::Result<(), String> {
-    let out = crate::config::hostgit::output_within(&mut git, EXPORT_DEADLINE)
-        .map_err(|e| format!("git {what}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "git {what}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Copies the folders and regular files below `from` (git's fresh clone) into `to`, modes
-/// 0755 and 0644; anything else (a link) is left out.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            std::fs::DirBuilder::new().mode(0o755).create(&target)?;
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644))?;
-        }
-    }
-    Ok(())
-}
-
-/// Removes everything inside `folder` (not following links), keeping the folder.
-fn empty(folder: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(folder)? {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            std::fs::remove_dir_all(entry.path())?;
-        } else {
-            std::fs::remove_file(entry.path())?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -313,20 +198,9 @@ mod tests {
             .unwrap()
     }
 
-    /// A request of `repository` and nothing else.
-    pub(super) fn bare_request(repository: &str) -> Dotfiles {
-        Dotfiles::from_flags(Some(repository), None, None)
-            .unwrap()
-            .unwrap()
-    }
-
     /// `request` planned for a container under network `none`, exported to `export`.
-    pub(super) fn planned(
-        request: &Dotfiles,
-        export: &Path,
-        warnings: &mut Vec<String>,
-    ) -> HandoffDotfiles {
-        plan(Some(request), false, NetworkMode::None, export, warnings)
+    fn planned(request: &Dotfiles, export: &Path) -> HandoffDotfiles {
+        plan(Some(request), false, NetworkMode::None, export)
             .unwrap()
             .unwrap()
     }
@@ -335,13 +209,10 @@ mod tests {
     fn a_host_folders_export_is_bound_read_only_and_cloned_from_inside() {
         let dir = tempfile::tempdir().unwrap();
         let real = std::fs::canonicalize(dir.path()).unwrap();
-        let mut warnings = Vec::new();
         let d = planned(
             &request(dir.path().to_str().unwrap()),
             Path::new("/state/dotfiles/k"),
-            &mut warnings,
         );
-        assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(d.in_container.repository, SOURCE_TARGET);
         assert_eq!(d.in_container.install_command.as_deref(), Some("setup.sh"));
         assert_eq!(d.planned.host_source.as_deref(), Some(real.as_path()));
@@ -357,35 +228,43 @@ mod tests {
     }
 
     #[test]
-    fn a_url_is_cloned_inside_and_warned_about_under_none() {
-        let mut warnings = Vec::new();
-        let d = planned(
-            &request("me/dots"),
-            Path::new("/state/dotfiles/k"),
-            &mut warnings,
+    fn a_url_is_cloned_inside_or_on_the_host_under_none() {
+        let d = planned(&request("me/dots"), Path::new("/state/dotfiles/k"));
+        let m = d.mount.as_ref().expect("the export is bound under none");
+        assert!(m.read_only);
+        assert_eq!(
+            (m.source.as_path(), m.target.as_str()),
+            (Path::new("/state/dotfiles/k"), SOURCE_TARGET)
         );
-        assert_eq!(d.mount, None);
-        assert_eq!(d.in_container, request("me/dots"));
+        assert_eq!(d.in_container.repository, SOURCE_TARGET);
+        assert_eq!(
+            d.in_container.exported_from.as_deref(),
+            Some("https://github.com/me/dots.git")
+        );
         assert_eq!(d.planned.host_source, None);
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].contains("no network"), "{warnings:?}");
-        let mut quiet = Vec::new();
-        plan(
+        assert!(d.planned.cloned_on_host);
+        assert!(
+            plan_line(&d.planned).contains("host git"),
+            "{}",
+            plan_line(&d.planned)
+        );
+        let inside = plan(
             Some(&request("me/dots")),
             false,
             NetworkMode::Default,
             Path::new("/e"),
-            &mut quiet,
         )
+        .unwrap()
         .unwrap();
-        assert!(quiet.is_empty());
+        assert_eq!(inside.mount, None);
+        assert_eq!(inside.in_container, request("me/dots"));
+        assert!(!inside.planned.cloned_on_host);
     }
 
     #[test]
     fn the_host_runtime_and_a_missing_folder_are_refused() {
-        let mut w = Vec::new();
         assert!(
-            plan(None, true, NetworkMode::None, Path::new("/e"), &mut w)
+            plan(None, true, NetworkMode::None, Path::new("/e"))
                 .unwrap()
                 .is_none()
         );
@@ -394,7 +273,6 @@ mod tests {
             true,
             NetworkMode::None,
             Path::new("/e"),
-            &mut w,
         )
         .unwrap_err();
         assert!(err.to_string().contains("--runtime host"), "{err}");
@@ -403,114 +281,8 @@ mod tests {
             false,
             NetworkMode::None,
             Path::new("/e"),
-            &mut w,
         )
         .unwrap_err();
         assert!(err.to_string().contains("not a folder"), "{err}");
-    }
-}
-
-/// Attack L10: what the container gets of a host dotfiles folder is its committed `HEAD` and
-/// nothing else, and only while `up` runs.
-#[cfg(test)]
-mod export_tests {
-    use super::tests::{bare_request, planned};
-    use super::*;
-
-    use crate::config::hostgit::test_git as git;
-
-    /// Every byte of the regular files below `dir`, as text.
-    fn all_text(dir: &Path) -> String {
-        let mut out = String::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                out.push_str(&all_text(&entry.path()));
-            } else {
-                out.push_str(&entry.file_name().to_string_lossy());
-                out.push_str(&String::from_utf8_lossy(
-                    &std::fs::read(entry.path()).unwrap(),
-                ));
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn the_export_holds_the_committed_head_only_and_is_emptied_after() {
-        let dir = tempfile::tempdir().unwrap();
-        let dots = dir.path().join("dots");
-        std::fs::create_dir(&dots).unwrap();
-        git(&dots, &["init", "-q"]);
-        std::fs::write(dots.join(".bashrc"), "old-secret-line\n").unwrap();
-        std::fs::write(dots.join(".gitignore"), "private.env\n").unwrap();
-        std::fs::write(dots.join("private.env"), "IGNORED_SECRET=1\n").unwrap();
-        git(&dots, &["add", ".bashrc", ".gitignore"]);
-        git(&dots, &["commit", "-q", "-m", "first"]);
-        std::fs::write(dots.join(".bashrc"), "alias ll='ls -l'\n").unwrap();
-        git(&dots, &["commit", "-q", "-am", "second"]);
-        git(&dots, &["branch", "other-branch"]);
-        git(
-            &dots,
-            &[
-                "remote",
-                "add",
-                "origin",
-                "https://me:tok3n@example.com/dots.git",
-            ],
-        );
-        let export = dir.path().join("state/dotfiles/key");
-        let mut warnings = Vec::new();
-        let d = planned(
-            &bare_request(dots.to_str().unwrap()),
-            &export,
-            &mut warnings,
-        );
-        assert!(!export.exists(), "the plan writes nothing");
-        let (staged, warning) = stage(Some(&d));
-        assert_eq!(warning, None);
-        let text = all_text(&export);
-        assert!(text.contains("HEAD"), "a bare repository: {text}");
-        for absent in [
-            "tok3n",
-            "example.com",
-            "IGNORED_SECRET",
-            "other-branch",
-            "private.env",
-        ] {
-            assert!(!text.contains(absent), "{absent} in the export");
-        }
-        // one commit, the last: the first one's blob is not there
-        let log = std::process::Command::new("git")
-            .args(["--git-dir"])
-            .arg(&export)
-            .args(["log", "--format=%s", "HEAD"])
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&log.stdout), "second\n");
-        drop(staged);
-        assert!(export.is_dir(), "the bind's source stays");
-        assert_eq!(std::fs::read_dir(&export).unwrap().count(), 0);
-        // the user's folder is untouched
-        assert!(dots.join("private.env").is_file());
-    }
-
-    #[test]
-    fn a_folder_that_is_no_repository_leaves_the_export_empty_and_says_so() {
-        let dir = tempfile::tempdir().unwrap();
-        let export = dir.path().join("state/dotfiles/key");
-        let mut warnings = Vec::new();
-        let d = planned(
-            &bare_request(dir.path().to_str().unwrap()),
-            &export,
-            &mut warnings,
-        );
-        let (staged, warning) = stage(Some(&d));
-        let warning = warning.expect("a warning");
-        assert!(warning.contains("could not export"), "{warning}");
-        assert_eq!(std::fs::read_dir(&export).unwrap().count(), 0);
-        drop(staged);
-        assert!(stage(None).1.is_none());
     }
 }

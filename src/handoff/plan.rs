@@ -689,7 +689,7 @@ pub(super) async fn prepare(
     )?;
     let home = opts.env.get("HOME").cloned();
     let mut mounts = plan_mounts(opts, &agent, &ws, &gits, &nested, host, home.as_deref())?;
-    let dotfiles = with_dotfiles(opts, &ws, host, network, &mut mounts, &mut warnings)?;
+    let dotfiles = with_dotfiles(opts, &ws, host, network, &mut mounts)?;
     let secrets = resolve_secrets(opts, &agent, home.as_deref())?;
     let agent_env = agent_env(opts, &agent, &mut warnings);
     let target = handoff_target(opts, &ws, config_file.clone(), mounts.workspace);
@@ -1072,7 +1072,6 @@ fn with_dotfiles(
     host: bool,
     network: NetworkMode,
     mounts: &mut Mounts,
-    warnings: &mut Vec<String>,
 ) -> Result<Option<crate::handoff::dotfiles::HandoffDotfiles>> {
     if opts.dotfiles.is_none() {
         return Ok(None);
@@ -1085,8 +1084,7 @@ fn with_dotfiles(
     let export = state_root
         .join("dotfiles")
         .join(crate::handoff::state::workspace_key(&ws.root)?);
-    let dotfiles =
-        crate::handoff::dotfiles::plan(opts.dotfiles.as_ref(), host, network, &export, warnings)?;
+    let dotfiles = crate::handoff::dotfiles::plan(opts.dotfiles.as_ref(), host, network, &export)?;
     if let Some(m) = dotfiles.as_ref().and_then(|d| d.mount.as_ref()) {
         mounts.extra.push(m.to_mount());
         mounts.planned.push(PlannedMount {

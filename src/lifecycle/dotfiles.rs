@@ -54,6 +54,10 @@ pub struct Dotfiles {
     /// `--dotfiles-target-path` (default [`DEFAULT_TARGET_PATH`]): `~` and relative paths
     /// are under the user's home.
     pub target_path: String,
+    /// The repository the user named, when devcell exported it on the host and `repository`
+    /// is now where the export is bound in the container (`up` under network `none`,
+    /// spec-note 0670): what the result shows.
+    pub exported_from: Option<String>,
 }
 
 /// The URL `repository` shown without its credentials, when it carries any: an `http(s)` or
@@ -81,7 +85,7 @@ fn split_userinfo(url: &str) -> Option<(&str, &str, String)> {
 
 /// `url` with its userinfo shown as `***` (`https://user:token@host/…` → `https://***@host/…`);
 /// unchanged without userinfo.
-fn masked(url: &str) -> String {
+pub(crate) fn masked(url: &str) -> String {
     match split_userinfo(url) {
         Some((scheme, _, host_and_path)) => format!("{scheme}://***@{host_and_path}"),
         None => url.to_string(),
@@ -118,6 +122,7 @@ impl Dotfiles {
             repository: repository.to_string(),
             install_command: install_command.map(str::to_string),
             target_path: target_path.unwrap_or(DEFAULT_TARGET_PATH).to_string(),
+            exported_from: None,
         }))
     }
 
@@ -134,10 +139,15 @@ impl Dotfiles {
         }
     }
 
-    /// The repository as reported: [`Self::clone_source`] without a password or token a URL
+    /// The repository as reported: [`Self::exported_from`](Dotfiles::exported_from), else
+    /// [`Self::clone_source`], without a password or token a URL
     /// may carry (`https://user:token@host/…` → `https://***@host/…`).
     pub fn shown_source(&self) -> String {
-        masked(&self.clone_source())
+        masked(
+            self.exported_from
+                .as_deref()
+                .unwrap_or(&self.clone_source()),
+        )
     }
 
     fn env(&self) -> Vec<(String, String)> {
@@ -411,6 +421,7 @@ mod tests {
             repository: "https://me:tok3n@example.com/me/dots.git".into(),
             install_command: None,
             target_path: DEFAULT_TARGET_PATH.into(),
+            exported_from: None,
         };
         assert_eq!(
             with_user.shown_source(),

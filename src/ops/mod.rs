@@ -25,6 +25,7 @@ pub mod container;
 pub(crate) mod create;
 pub mod dockerfile;
 pub(crate) mod dockerfile_judge;
+pub mod dotfiles;
 pub mod down;
 pub mod egress;
 pub mod entries;

@@ -53,7 +53,8 @@ use crate::progress::{Event, Reporter};
 use crate::security::{self, Grants, PermissionRequest, SecurityProfile};
 
 /// Connects to the engine (`DOCKER_HOST`) and runs [`up_with`]; secret values are masked in
-/// every event and error (spec-note 0240).
+/// every event and error (spec-note 0240). Under network `none` a dotfiles URL is exported on
+/// the host first and bound for the install ([`crate::ops::dotfiles::for_up`]).
 ///
 /// Errors: as [`up_with`]; [`OpsError::Engine`] when no engine answers;
 /// [`OpsError::Redacted`] when an error's text held a secret value.
@@ -63,8 +64,9 @@ pub async fn up(opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpResult> {
         secrets: &opts.secrets,
     };
     let run = async {
+        let (opts, _export) = crate::ops::dotfiles::exported_for_up(opts, &reporter)?;
         let engine = crate::engine::connect().await?;
-        up_with(&*engine, opts, &reporter).await
+        up_with(&*engine, &opts, &reporter).await
     };
     run.await.map_err(|e| redact(e, &opts.secrets))
 }

@@ -191,6 +191,49 @@ fn a_failing_dotfiles_install_is_reported_and_up_goes_on() {
     assert_eq!(out, "post-create\npost-start\nunmarked\n");
 }
 
+/// spec-note 0670 (issue 28): under `--network none` a dotfiles URL the container cannot reach
+/// is cloned by devcell's host git, bound read-only for the install and emptied after `up`:
+/// the install ran as the remote user, the result names the user's URL, and the container
+/// finds `/run/devcell/dotfiles` empty afterwards. Without the export the clone inside fails
+/// (`outcome` `failed`: there is no network).
+#[test]
+fn up_under_network_none_installs_dotfiles_from_a_url_cloned_on_the_host() {
+    let Some(ctx) = TestContext::busybox("up_under_network_none_installs_dotfiles_from_a_url")
+    else {
+        return;
+    };
+    let image = dotfiles_image();
+    let ctx = ctx.isolated().config(&CONFIG.replace("IMAGE", image));
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(
+        repos.path(),
+        &[
+            ("install.sh", INSTALL),
+            (".profile-extra", "export FROM_DOTFILES=1\n"),
+        ],
+    );
+    let url = format!("file://{}", bare.display());
+    let result = ctx.up(&["--network", "none", "--dotfiles-repository", &url]);
+    let dotfiles = &result["devcell"]["lifecycle"]["dotfiles"];
+    assert_eq!(dotfiles["outcome"], "installed", "{result}");
+    assert_eq!(dotfiles["repository"], url.as_str(), "{result}");
+    let (code, out, err) = ctx.sh(
+        "grep -c '^dotfiles ' \"$HOME/order\"; cat \"$HOME/.profile-extra\"; ls -A /run/devcell/dotfiles | wc -l",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out, "1\nexport FROM_DOTFILES=1\n0\n",
+        "installed once; the export emptied"
+    );
+    // the repositories' folder holds only what the test made
+    let mut names: Vec<String> = std::fs::read_dir(repos.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dots-work", "dots.git"]);
+}
+
 /// A handoff workspace (`<tmp>/repo`, a committed git repository with `devcontainer`) in an
 /// isolated context, and its settings file: agent `a` runs `agent`.
 fn handoff_workspace(ctx: TestContext, devcontainer: &str, agent: &str) -> (TestContext, PathBuf) {
@@ -248,6 +291,7 @@ fn the_handoff_plan_binds_a_host_dotfiles_folder_read_only() {
             "hostSource": real,
             "targetPath": "~/dotfiles",
             "installCommand": null,
+            "clonedOnHost": true,
         }),
         "{v}"
     );
@@ -274,6 +318,29 @@ fn the_handoff_plan_binds_a_host_dotfiles_folder_read_only() {
     assert!(
         stdout.contains("  dotfiles   host folder") && stdout.contains("committed HEAD only"),
         "{stdout}"
+    );
+    // a URL under `none` (the handoff's default) is cloned by the host git into the same
+    // export (spec-note 0670)
+    let url = format!("file://{}", bare.display());
+    let out = handoff(
+        &ctx,
+        &config,
+        &["--plan", "--format", "json", "--dotfiles-repository", &url],
+    );
+    let v = crate::support::envelope(&out);
+    assert_eq!(
+        v["result"]["dotfiles"]["hostSource"],
+        serde_json::Value::Null
+    );
+    assert_eq!(v["result"]["dotfiles"]["clonedOnHost"], true, "{v}");
+    assert_eq!(v["result"]["dotfiles"]["repository"], url.as_str(), "{v}");
+    assert!(
+        v["result"]["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["target"] == "/run/devcell/dotfiles" && m["readOnly"] == true),
+        "{v}"
     );
     let host = handoff(
         &ctx,

@@ -129,6 +129,9 @@ pub async fn up_recorded(
         ..opts.clone()
     };
     let run = async {
+        // under `none` a dotfiles URL is cloned on the host first (spec-note 0670)
+        let (opts, _export) = crate::ops::dotfiles::exported_for_up(opts, &reporter)?;
+        let opts = &*opts;
         let engine = crate::engine::connect().await?;
         let mut result = up_checked(&*engine, opts, request, &reporter).await?;
         // A warm `up` of a running container keeps the record made when it was created or
