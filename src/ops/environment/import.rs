@@ -161,6 +161,7 @@ pub fn import(opts: &ImportOptions) -> Result<ImportReport> {
     };
     check_tokens(&environment, &at)?;
     check_steps(&environment, &at)?;
+    check_rules(&environment, &at)?;
     let mut mapped = map_environment(&environment, &opts.env, &at)?;
     let requests = judge_requests(&mut mapped, opts, &profile, &grants)?;
     Ok(ImportReport {
@@ -515,6 +516,20 @@ fn check_steps(e: &ManagedEnvironment, at: &Locator<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses what agent-runner's schema refuses beyond its keys ([`rules::first_violation`]),
+/// at the key.
+///
+/// Errors: [`ConfigError::Invalid`] at the first broken rule.
+fn check_rules(e: &ManagedEnvironment, at: &Locator<'_>) -> Result<()> {
+    match rules::first_violation(e) {
+        Some(v) => {
+            let (line, column) = at.find(&v.needle);
+            Err(at.error(line, column, &v.path, v.message))
+        }
+        None => Ok(()),
+    }
 }
 
 /// The configuration being made, the container the policy judges, and the notes.
@@ -1127,6 +1142,8 @@ fn cleanup_choice(e: &ManagedEnvironment) -> Choice {
         },
     }
 }
+
+mod rules;
 
 #[cfg(test)]
 mod tests;

@@ -107,8 +107,6 @@ pub struct VarDef {
     pub required: Option<bool>,
     /// When a required value must be given.
     pub required_at: Option<String>,
-    /// Where values come from (earlier schema).
-    pub source: Option<String>,
     /// Where values come from.
     pub sources: Option<Vec<String>>,
     /// The environment variable a value comes from.
