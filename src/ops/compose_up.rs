@@ -86,7 +86,7 @@ pub(crate) async fn up_compose(
             engine,
             &loaded.workspace_folder,
             Some(&project.target.project.name),
-            &id_labels,
+            None,
         )
         .await?;
     }

@@ -26,25 +26,26 @@ use crate::security::host_path;
 
 /// Refuses ([`SecurityError::ForeignWriter`]) when a running container that is neither of the
 /// Compose project `project` (`None`: a single container's `up`, no project is its own) nor
-/// this workspace's (it carries every label of `id_labels`) binds, writable, the workspace
-/// folder `workspace` or a folder inside it, or, when it runs a repository's code
-/// ([`runs_repository_code`]), a folder above it (the module's rule).
-/// One engine listing, and one inspect per running container of another project.
+/// the container `own` (the one this `up` reuses or replaces, as the lookup found it) binds,
+/// writable, the workspace folder `workspace` or a folder inside it, or, when it runs a
+/// repository's code ([`runs_repository_code`]), a folder above it (the module's rule).
+/// Identity labels exempt nothing: any image can carry them, and a container with them that
+/// the lookup passed over (it does not bind the workspace) is neither reused nor stopped
+/// (attack 28, F1 and F3). One engine listing, and one inspect per other running container.
 ///
 /// Errors: [`SecurityError::ForeignWriter`] naming each; the engine's.
 pub(crate) async fn refuse_foreign_writers(
     engine: &dyn Engine,
     workspace: &Path,
     project: Option<&str>,
-    id_labels: &BTreeMap<String, String>,
+    own: Option<&str>,
 ) -> Result<()> {
     let workspace = host_path::resolve(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let mut found = Vec::new();
     for c in engine.list_containers().await? {
         let own = project.is_some_and(|project| {
             c.labels.get(crate::engine::compose::PROJECT_LABEL) == Some(&project.to_string())
-        }) || (!id_labels.is_empty()
-            && id_labels.iter().all(|(k, v)| c.labels.get(k) == Some(v)));
+        }) || own == Some(c.id.as_str());
         if own || !matches!(c.state.as_str(), "running" | "restarting" | "paused") {
             continue;
         }

@@ -6,6 +6,7 @@
 //! Layout: `<state root>/images/<hex of the image id>/<file name>` (folders `0700`), written
 //! atomically; anything unreadable is simply read from the engine again.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::engine::Engine;
@@ -101,6 +102,55 @@ pub(crate) async fn image_passwd_of(
     }
     let bytes = read(engine, &info.image_id, &info.image_id, "/etc/passwd").await;
     Some(crate::engine::passwd::text_of(&bytes.ok()??))
+}
+
+/// The name of an image's recorded labels in its folder of the host record (no image file
+/// devcell reads is so named).
+const LABELS_FILE: &str = ".labels.json";
+
+/// The labels of the image whose id is `image_id` (a container's `image_id`): from the host
+/// record when one exists, else inspected and recorded (an id names its content, so its labels
+/// never change). `None`: the engine does not know the image. Used to tell a container's
+/// identity labels set at its creation from those its image gives every container
+/// (attack 28, F4; spec-note 0421).
+///
+/// Errors: the engine's.
+pub(crate) async fn image_labels(
+    engine: &dyn Engine,
+    image_id: &str,
+) -> crate::engine::Result<Option<BTreeMap<String, String>>> {
+    let root = state_folder::default_root();
+    let cached = root
+        .as_deref()
+        .and_then(|r| cached_path(r, image_id, LABELS_FILE));
+    if let Some(labels) = cached
+        .as_deref()
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+    {
+        return Ok(Some(labels));
+    }
+    let Some(info) = engine.inspect_image(image_id).await? else {
+        return Ok(None);
+    };
+    remember_labels_in(root.as_deref(), &info);
+    Ok(Some(info.labels))
+}
+
+/// Records the labels of `image` (inspected while a container is made from it), so the next
+/// lookup of that container reads them from the host ([`image_labels`]): a warm `up` keeps
+/// its engine calls (spec-note 0400).
+pub(crate) fn remember_labels(image: &crate::engine::ImageInfo) {
+    remember_labels_in(state_folder::default_root().as_deref(), image);
+}
+
+fn remember_labels_in(root: Option<&Path>, image: &crate::engine::ImageInfo) {
+    let Some(file) = root.and_then(|r| cached_path(r, &image.id, LABELS_FILE)) else {
+        return;
+    };
+    if let Ok(bytes) = serde_json::to_vec(&image.labels) {
+        let _ = write(&file, &bytes);
+    }
 }
 
 fn write(file: &Path, bytes: &[u8]) -> std::io::Result<()> {

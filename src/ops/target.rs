@@ -80,9 +80,43 @@ pub(crate) async fn find_container(
             });
             continue;
         }
+        if labels_from_its_image(engine, &info, labels).await? {
+            warnings.push(Warning {
+                location: None,
+                message: format!(
+                    "container {} carries this workspace's labels only because its image `{}` does (they were not set when it was created): it is not this workspace's container and is not used; remove it if it is not yours (`docker rm -f {}`)",
+                    short(&info.id),
+                    info.image,
+                    short(&info.id),
+                ),
+            });
+            continue;
+        }
         return Ok(Some(info));
     }
     Ok(None)
+}
+
+/// Whether every one of `labels` (the identity labels a container was found by) is one its
+/// image gives every container made from it: Docker merges an image's `LABEL`s into its
+/// containers', so any image (a Compose sidecar's built by another repository) can claim a
+/// workspace; devcell and the reference CLI set the labels when they create the container
+/// (attack 28, F4; spec-note 0421). The image's labels are read once per image id
+/// ([`crate::ops::image_files::image_labels`]).
+///
+/// Errors: the engine's.
+async fn labels_from_its_image(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool> {
+    if labels.is_empty() || info.image_id.is_empty() {
+        return Ok(false);
+    }
+    let Some(image) = crate::ops::image_files::image_labels(engine, &info.image_id).await? else {
+        return Ok(false);
+    };
+    Ok(labels.iter().all(|(k, v)| image.get(k) == Some(v)))
 }
 
 /// A value for [`crate::names::CREATION_LABEL`] unique to this creation: the process, the

@@ -186,9 +186,10 @@ async fn stop_before_reading(
     Ok(())
 }
 
-/// Under `hardened`, refuses the `up` while a running container devcell does not own (it
-/// lacks one of `id_labels`; no Compose project is this container's own) binds the workspace
-/// writable ([`crate::ops::foreign_writers::refuse_foreign_writers`], spec-note 0656): it could
+/// Under `hardened`, refuses the `up` while a running container other than `existing` (the
+/// one the lookup found, which `up` reuses or replaces; no Compose project is this
+/// container's own) binds the workspace writable
+/// ([`crate::ops::foreign_writers::refuse_foreign_writers`], spec-notes 0656, 0478): it could
 /// swap what was judged before the engine uses it, and devcell cannot stop it.
 ///
 /// Errors: [`crate::security::SecurityError::ForeignWriter`]; the engine's.
@@ -196,7 +197,7 @@ async fn refuse_foreign_writers(
     engine: &dyn Engine,
     profile: &SecurityProfile,
     loaded: &LoadedConfiguration,
-    id_labels: &BTreeMap<String, String>,
+    existing: Option<&ContainerInfo>,
 ) -> Result<()> {
     if !matches!(profile, SecurityProfile::Hardened(_)) {
         return Ok(());
@@ -205,7 +206,7 @@ async fn refuse_foreign_writers(
         engine,
         &loaded.workspace_folder,
         None,
-        id_labels,
+        existing.map(|c| c.id.as_str()),
     )
     .await
 }
@@ -349,7 +350,7 @@ pub(crate) async fn judge_up(
     // a warm `up` makes no more engine calls)
     let writers_checked = !reused.is_some_and(|c| c.running);
     if writers_checked {
-        refuse_foreign_writers(engine, &choice.profile, loaded, &id_labels).await?;
+        refuse_foreign_writers(engine, &choice.profile, loaded, existing.as_ref()).await?;
     }
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
@@ -402,8 +403,7 @@ pub(crate) async fn up_judged(
     // the container found running was stopped since (a handoff's start): `up` starts it
     // again, and the engine binds its sources again then
     if !writers_checked && !existing.as_ref().is_some_and(|c| c.running) {
-        let id_labels = id_labels(&opts.target, &loaded);
-        refuse_foreign_writers(engine, &profile, &loaded, &id_labels).await?;
+        refuse_foreign_writers(engine, &profile, &loaded, existing.as_ref()).await?;
     }
     // From here on only judged host variables are visible (image labels, Features, a reused
     // container's label, `runArgs -e NAME`), and the builds get the container's network.
@@ -686,6 +686,8 @@ async fn create_new(
             engine.create_volume(name, &labels).await?;
         }
     }
+    // the image's labels, recorded for the container's next lookup (spec-note 0421)
+    crate::ops::image_files::remember_labels(&image.info);
     reporter.report(Event::Status(format!(
         "creating container from {}",
         image.reference

@@ -586,7 +586,9 @@ mod identity {
             "-v",
             "/var/lib/devcell",
             "-v",
-            &format!("{}:/workspaces/{name}", decoy.display()),
+            // read-only: a running container writing a folder of the workspace is a foreign
+            // writer that refuses the `up` (attack 28, F1); this test is about the lookup
+            &format!("{}:/workspaces/{name}:ro", decoy.display()),
             "--entrypoint",
             "/bin/sh",
             BUSYBOX_IMAGE,

@@ -419,3 +419,150 @@ fn a_dev_container_writing_the_folder_above_through_a_bind_backed_volume_refuses
         ctx.containers()
     );
 }
+
+/// The identity labels a container would be found by for the workspace `ws` (the reference
+/// CLI's defaults: the folder and its configuration file, as devcell resolves them).
+fn identity_labels_of(ws: &std::path::Path) -> [String; 2] {
+    let ws = std::fs::canonicalize(ws).unwrap();
+    [
+        format!("devcontainer.local_folder={}", ws.display()),
+        format!(
+            "devcontainer.config_file={}",
+            ws.join(".devcontainer/devcontainer.json").display()
+        ),
+    ]
+}
+
+/// Attack 28, F1 and F3: a running container that carries this workspace's identity labels
+/// but does not bind the workspace itself (the lookup passes it over, so `up` neither reuses
+/// nor stops it) was skipped as "own" by the foreign-writer check, and could swap a judged bind
+/// source: it binds a folder inside the workspace (F1: what a Compose primary that became a
+/// single container leaves) or the folder above it (F3: another repository's sidecar whose
+/// image forged the labels). Labels exempt nothing now: each hardened `up` is refused naming
+/// it, before anything is created. Without the fix both `up`s succeeded with a warning.
+#[test]
+fn a_container_claiming_this_workspaces_labels_without_its_bind_is_a_foreign_writer() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::{assert_refused_for_writer, docker, start_writer};
+    let Some(ctx) = TestContext::busybox("foreign_writer_claiming_labels") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated().at(&format!("inner-{token}"));
+    let name = format!("devcell-test-foreign-claims-{token}");
+    ctx.cleanup().container(&name);
+    std::fs::create_dir_all(ctx.path().join("sub/data")).unwrap();
+    let ctx = ctx.config(
+        r#"{"image": "IMAGE", "remoteUser": "nobody",
+            "mounts": ["source=${localWorkspaceFolder}/sub/data,target=/data,type=bind"]}"#,
+    );
+    let [folder, config] = identity_labels_of(ctx.path());
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let outer = std::fs::canonicalize(ctx.tmp()).unwrap();
+    for bind in [
+        format!("{}:/workspaces/x/sub", ws.join("sub").display()),
+        format!("{}:/x", outer.display()),
+    ] {
+        start_writer(&name, &bind, &[&folder, &config]);
+        let (_, writer) = docker(&["inspect", "-f", "{{.Id}}", &name]);
+        let run = ctx.run("up", &[]);
+        assert_refused_for_writer(&run, &name);
+        // the writer carries the labels: only it is found
+        assert_eq!(ctx.containers(), [writer.trim()], "{bind}");
+        let (ok, out) = docker(&["rm", "-f", &name]);
+        assert!(ok, "{out}");
+    }
+}
+
+/// Attack 28, F4: a container whose identity labels come from its image (`LABEL` in a
+/// Dockerfile: a hostile outer repository's Compose sidecar built with the nested workspace's
+/// labels, binding that workspace) passed for the workspace's own container: `up` reused it
+/// and ran the hooks there, `exec` sent it the `--secrets-file` values. Labels its image gives
+/// are no claim: `up` creates the workspace's own container and says why it passed the other
+/// over, and `exec` runs in the workspace's container. The impostor binds the workspace
+/// read-only, so the foreign-writer check (F1) does not hide the lookup's answer. Without the
+/// fix `up` answered `"container": "running"` with the impostor's id.
+#[test]
+fn a_container_whose_image_carries_this_workspaces_labels_is_not_reused() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("impostor_image_labels") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated();
+    let name = format!("devcell-test-impostor-{token}");
+    let image = format!("devcell-test/impostor-{token}:1");
+    ctx.cleanup().container(&name);
+    ctx.cleanup().image(&image);
+    let ctx = ctx.config(
+        r#"{"image": "IMAGE", "remoteUser": "nobody", "workspaceFolder": "/workspaces/w",
+            "workspaceMount": "source=${localWorkspaceFolder},target=/workspaces/w,type=bind"}"#,
+    );
+    let [folder, config] = identity_labels_of(ctx.path());
+    let build = tempfile::tempdir().unwrap();
+    std::fs::write(
+        build.path().join("Dockerfile"),
+        format!(
+            "FROM {BUSYBOX_IMAGE}\nLABEL \"{}\" \"{}\"\nRUN echo IMPOSTOR > /iam\n",
+            folder.replacen('=', "\"=\"", 1),
+            config.replacen('=', "\"=\"", 1),
+        ),
+    )
+    .unwrap();
+    let (ok, out) = docker(&[
+        "build",
+        "-q",
+        "--network",
+        "none",
+        "-t",
+        &image,
+        build.path().to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    // what the hardened re-check of a reused container asks (spec-note 0270), as the attack's
+    // sidecar had it
+    let (ok, out) = docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--read-only",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges:true",
+        "--pids-limit",
+        "1024",
+        "--memory",
+        "1g",
+        "--cpus",
+        "1",
+        "--network",
+        "none",
+        "-u",
+        "65534",
+        "-v",
+        "/var/lib/devcell",
+        "-v",
+        &format!("{}:/workspaces/w:ro", ws.display()),
+        &image,
+        "sleep",
+        "100000",
+    ]);
+    assert!(ok, "{out}");
+    let impostor = out.trim().to_string();
+    let result = ctx.up(&[]);
+    let id = result["containerId"].as_str().unwrap();
+    assert_ne!(id, impostor, "the impostor was reused: {result}");
+    assert_eq!(result["devcell"]["container"], "created", "{result}");
+    let warnings = result["devcell"]["warnings"].to_string();
+    assert!(
+        warnings.contains(&impostor[..12]) && warnings.contains("only because its image"),
+        "{warnings}"
+    );
+    let (code, out, err) = ctx.sh("cat /iam 2>/dev/null || echo own");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "own", "exec ran in the impostor");
+}
