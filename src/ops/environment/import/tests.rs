@@ -272,3 +272,70 @@ fn tokens_are_read_with_spacing_and_bad_ones_refused() {
     assert!(tokens("{{a-b}}").is_err());
     assert_eq!(replace_token("{{ x }}/{{y}}", "x", "$X"), "$X/{{y}}");
 }
+
+/// spec-note 0523, re-read against agent-runner's published schema: what it refuses beyond its
+/// keys is refused here, at the key; the seed's example passes.
+#[test]
+fn the_published_schemas_rules_beyond_its_keys_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    import(&options(dir.path(), MANAGED, &[])).unwrap();
+    let minimal = "schemaVersion: 1\nkind: container\nmode: managed\nimage: busybox\ncwd: /w\n";
+    let cases: [(String, &str, &str); 9] = [
+        (
+            minimal.replace("busybox", "\"  \""),
+            "image",
+            "must not be empty",
+        ),
+        (
+            format!("{minimal}vars:\n  x:\n    type: text\n"),
+            "vars.x.type",
+            "is not one of",
+        ),
+        (
+            format!("{minimal}vars:\n  x:\n    sources: [cli, cli]\n"),
+            "vars.x.sources",
+            "duplicates",
+        ),
+        (
+            format!("{minimal}vars:\n  x:\n    sources: [shell]\n"),
+            "vars.x.sources",
+            "is not one of",
+        ),
+        (
+            format!("{minimal}vars:\n  x:\n    type: enum\n"),
+            "vars.x.values",
+            "non-empty `values`",
+        ),
+        (
+            format!("{minimal}vars:\n  x:\n    type: boolean\n    default: maybe\n"),
+            "vars.x.default",
+            "does not fit",
+        ),
+        (
+            format!("{minimal}workspace:\n  hostRoot: /a\n  hostPath: /b\n  containerPath: /w\n"),
+            "workspace",
+            "both `hostRoot` and `hostPath`",
+        ),
+        (
+            format!(
+                "{minimal}lifecycle:\n  onWorkspaceCreate:\n    - kind: command\n      target: container\n      command: \"true\"\n"
+            ),
+            "lifecycle.onWorkspaceCreate",
+            "requires `workspace`",
+        ),
+        (
+            format!(
+                "{minimal}workspace:\n  containerPath: /w\nlifecycle:\n  onWorkspaceCreate:\n    - kind: git-clone\n      source: /r.git\n      baseRef: main\n      branch: t\n"
+            ),
+            "lifecycle.onWorkspaceCreate[0].target",
+            "needs `target`",
+        ),
+    ];
+    for (text, path, message) in cases {
+        let e = error_of(&text);
+        assert!(e.contains(path) && e.contains(message), "{path}: {e}");
+    }
+    // the singular `source` of a variable is no key of the schema
+    let e = error_of(&format!("{minimal}vars:\n  x:\n    source: cli\n"));
+    assert!(e.contains("unknown field `source`"), "{e}");
+}
