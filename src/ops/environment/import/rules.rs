@@ -60,8 +60,7 @@ fn non_empty_strings(e: &ManagedEnvironment) -> Option<Violation> {
             return Some(violation(path, needle, "must not be empty"));
         }
     }
-    if let Some(name) = e.container_name.as_deref().filter(|n| blank(n)) {
-        let _ = name;
+    if e.container_name.as_deref().is_some_and(blank) {
         return Some(violation(
             "containerName",
             "containerName",
