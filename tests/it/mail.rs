@@ -456,3 +456,156 @@ fn two_worktree_handoffs_talk_through_the_mediator_and_survive_garbage() {
     cleanup();
     target.assert_untouched();
 }
+
+/// The agent of [`a_container_restarted_mid_lease_gets_the_message_again`]: the first time it
+/// reads the host's message (taking its lease), records its id in the workspace and waits to
+/// be killed by the restart; the next time, in the restarted container, it waits for the
+/// message to come back once the lease ran out, acknowledges it and checks it is gone.
+const RESTARTED: &str = r#"
+if [ ! -f .mail-read-once ]; then
+  m=$(wait_for request @mediator) || exit 9
+  devcell-mail read "$m" | grep -q "restart me" || fail "read $m"
+  devcell-mail inbox | grep -q "^$m" && fail "a read message under its lease is still in the inbox"
+  echo "$m" > .mail-read-once
+  sleep 100000
+fi
+m=$(cat .mail-read-once)
+n=0
+until devcell-mail inbox | grep -q "^$m"; do
+  n=$((n+1)); [ $n -lt 120 ] || fail "not redelivered: $(devcell-mail inbox)"; sleep 1
+done
+devcell-mail ack "$m" || fail "ack $m"
+devcell-mail inbox | grep -q "^$m" && fail "still in the inbox after its ack"
+echo RESTARTED-DONE
+"#;
+
+/// Issue 30, "Faults": a container restarted mid-lease (spec-note 0535 proved it with the
+/// channel's process killed; this is the real engine). A worktree handoff's agent reads a
+/// message the host posted with `--ack-required` (its lease, 3 s here, starts) and the
+/// container is restarted (`docker restart`) before it acknowledges: the agent dies with it.
+/// The next handoff of the task reuses the restarted container, and its agent finds the
+/// message in the inbox again once the lease ran out, acknowledges it, and it is gone; the
+/// log records the redelivery (`by: "@lease"`) and the acknowledgement.
+#[test]
+fn a_container_restarted_mid_lease_gets_the_message_again() {
+    if !engine_ready("mail_restart", support::docker::BUSYBOX_IMAGE) {
+        return;
+    }
+    let target = HostTarget::new();
+    let script = format!("{LIB}\n{RESTARTED}");
+    let host = Host::new(&[("wa", &script)]);
+    let mut config = std::fs::read_to_string(host.config_file()).unwrap();
+    config.push_str("[mail]\nlease_seconds = 3\n");
+    std::fs::write(host.config_file(), config).unwrap();
+    let at = tempfile::Builder::new()
+        .prefix("devcell-mail-restart-")
+        .tempdir()
+        .unwrap();
+    let repo = source_repo(at.path(), &target);
+    let folder = repo.to_str().unwrap();
+    let handoff = || {
+        host.run(&[
+            "handoff",
+            "--isolation",
+            "worktree",
+            "--mail",
+            "--task",
+            "wa",
+            "--workspace-folder",
+            folder,
+            "--agent",
+            "wa",
+            "--format",
+            "json",
+        ])
+    };
+    let cleanup = || {
+        for id in containers_of(&repo) {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f", "-v", &id])
+                .bounded_output();
+        }
+    };
+    let marker = repo.join(".mail-read-once");
+    let mut restarted = Vec::new();
+    let first = std::thread::scope(|s| {
+        let first = s.spawn(handoff);
+        // the task is known to the mediator once its session runs: post until it is
+        let deadline = Instant::now() + Duration::from_secs(240);
+        let posted = loop {
+            let out = host.run(&[
+                "mail",
+                "post",
+                "--workspace-folder",
+                folder,
+                "--to",
+                "wa",
+                "--type",
+                "request",
+                "--ack-required",
+                "--subject",
+                "restart me",
+                "--body",
+                "then acknowledge",
+                "--format",
+                "json",
+            ]);
+            if out.status.success() || first.is_finished() || Instant::now() > deadline {
+                break out;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        assert!(
+            posted.status.success(),
+            "{}",
+            String::from_utf8_lossy(&posted.stderr)
+        );
+        while !marker.exists() && !first.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(marker.exists(), "the agent never read the message");
+        restarted = containers_of(&repo);
+        assert_eq!(restarted.len(), 1, "{restarted:?}");
+        for id in &restarted {
+            let out = std::process::Command::new("docker")
+                .args(["restart", "-t", "1", id])
+                .bounded_output()
+                .expect("docker runs");
+            assert!(out.status.success(), "{out:?}");
+        }
+        first.join().unwrap()
+    });
+    assert_ne!(
+        first.status.code(),
+        Some(0),
+        "the first agent was killed by the restart"
+    );
+    let second = handoff();
+    if second.status.code() != Some(0) {
+        cleanup();
+    }
+    let v = ok(&second);
+    assert_eq!(v["result"]["exitCode"], 0, "{v:#}");
+    assert_eq!(
+        containers_of(&repo),
+        restarted,
+        "the restarted container was reused"
+    );
+    let list = messages(&mail_list(&host, &repo));
+    assert_eq!(list.len(), 1, "{list:#?}");
+    assert_eq!(
+        list[0]["recipients"]["wa"]["state"], "acknowledged",
+        "{list:#?}"
+    );
+    let group = v["result"]["session"]["mail"]["group"].as_str().unwrap();
+    let log =
+        std::fs::read_to_string(host.state().join("mail").join(group).join("log.jsonl")).unwrap();
+    assert!(
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|e| e["by"] == "@lease"),
+        "no redelivery in the log: {log}"
+    );
+    cleanup();
+    target.assert_untouched();
+}
