@@ -548,7 +548,9 @@ fn sidecar_left_by_this_workspace(
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| {
-            n.starts_with("docker-compose.devcell-") && n.ends_with(".json") && !n.contains('/')
+            n.starts_with("docker-compose.devcell-")
+                && (n.ends_with(".json") || n.ends_with(".yml"))
+                && !n.contains('/')
         });
     if repository_files != target.project.files.as_slice()
         || override_file.parent() != Some(ours.as_path())
@@ -597,7 +599,10 @@ fn brought_up_from(
     let named = override_file
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("docker-compose.devcell-") && n.ends_with(".json"));
+        .is_some_and(|n| {
+            n.starts_with("docker-compose.devcell-")
+                && (n.ends_with(".json") || n.ends_with(".yml"))
+        });
     if override_file.parent() != Some(ours.as_path()) || !named || project.contains('/') {
         return false;
     }
@@ -650,7 +655,20 @@ fn read_override(path: &Path) -> Option<Value> {
     }
     let mut text = Vec::new();
     file.take(MAX).read_to_end(&mut text).ok()?;
-    serde_json::from_slice::<Value>(&text).ok()
+    // JSON, or YAML with `!override` tags (spec-note 0431): read as YAML, tags dropped
+    let yaml: serde_yaml::Value = serde_yaml::from_slice(&text).ok()?;
+    serde_json::to_value(untagged(yaml)).ok()
+}
+
+/// `value` with every YAML tag dropped (its tagged values kept).
+fn untagged(value: serde_yaml::Value) -> serde_yaml::Value {
+    use serde_yaml::Value as Y;
+    match value {
+        Y::Tagged(t) => untagged(t.value),
+        Y::Sequence(items) => Y::Sequence(items.into_iter().map(untagged).collect()),
+        Y::Mapping(map) => Y::Mapping(map.into_iter().map(|(k, v)| (k, untagged(v))).collect()),
+        other => other,
+    }
 }
 
 /// The containers (by id) that make a project not this workspace's ([`claim_project`]): every

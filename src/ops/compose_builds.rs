@@ -49,8 +49,9 @@ pub(crate) fn close_builds(
 }
 
 /// Writes the override file into devcell's state folder
-/// (`<state>/compose/<project>/docker-compose.devcell-<sha256 of content, 16 hex>.json`), where
-/// it stays for the project's later `up`s (the container's config-files label names it).
+/// (`<state>/compose/<project>/docker-compose.devcell-<sha256 of content, 16 hex>.json`, or
+/// `.yml` when a list replaces the repository's: [`override_text`]), where it stays for the
+/// project's later `up`s (the container's config-files label names it).
 ///
 /// Errors: [`OpsError::Unsupported`] when no state folder is known or it cannot be written.
 pub(crate) fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
@@ -63,13 +64,68 @@ pub(crate) fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
     };
     let store = StateFolder::open_default()
         .ok_or_else(|| failed("no state folder for the Compose override file".into()))?;
-    let text = serde_json::to_vec_pretty(file).map_err(|e| failed(e.to_string()))?;
+    let (text, extension) = override_text(file).map_err(failed)?;
     let digest = hex::encode(sha2::Sha256::digest(&text));
     let dir = store.root().join("compose").join(project);
     std::fs::create_dir_all(&dir)
         .map_err(|e| failed(format!("cannot create `{}`: {e}", dir.display())))?;
-    let path = dir.join(format!("docker-compose.devcell-{}.json", &digest[..16]));
+    let path = dir.join(format!(
+        "docker-compose.devcell-{}.{extension}",
+        &digest[..16]
+    ));
     std::fs::write(&path, &text)
         .map_err(|e| failed(format!("cannot write `{}`: {e}", path.display())))?;
     Ok(path)
+}
+
+/// The override file's text and extension: JSON (`json`), unless a service property is a
+/// one-entry object `{"!override": value}` ([`crate::security::compose::OVERRIDE_TAG`]: a list
+/// that must replace the repository's, which Compose otherwise merges), written as YAML with
+/// Compose's `!override` tag (`yml`; spec-note 0431).
+///
+/// Errors: the serialiser's, as text.
+pub(crate) fn override_text(file: &Value) -> std::result::Result<(Vec<u8>, &'static str), String> {
+    use crate::security::compose::OVERRIDE_TAG;
+    use serde_yaml::value::{Tag, TaggedValue};
+    let tagged = |v: &Value| {
+        v.as_object()
+            .filter(|o| o.len() == 1)
+            .and_then(|o| o.get(OVERRIDE_TAG))
+            .cloned()
+    };
+    let services = file.get("services").and_then(Value::as_object);
+    let any = services.is_some_and(|s| {
+        s.values()
+            .filter_map(Value::as_object)
+            .any(|props| props.values().any(|v| tagged(v).is_some()))
+    });
+    if !any {
+        let text = serde_json::to_vec_pretty(file).map_err(|e| e.to_string())?;
+        return Ok((text, "json"));
+    }
+    let mut yaml: serde_yaml::Value = serde_yaml::to_value(file).map_err(|e| e.to_string())?;
+    if let Some(services) = yaml
+        .get_mut("services")
+        .and_then(serde_yaml::Value::as_mapping_mut)
+    {
+        for (_, props) in services.iter_mut() {
+            let Some(props) = props.as_mapping_mut() else {
+                continue;
+            };
+            for (_, value) in props.iter_mut() {
+                let inner = serde_json::to_value(&*value)
+                    .ok()
+                    .and_then(|v| tagged(&v))
+                    .and_then(|v| serde_yaml::to_value(v).ok());
+                if let Some(inner) = inner {
+                    *value = serde_yaml::Value::Tagged(Box::new(TaggedValue {
+                        tag: Tag::new("override"),
+                        value: inner,
+                    }));
+                }
+            }
+        }
+    }
+    let text = serde_yaml::to_string(&yaml).map_err(|e| e.to_string())?;
+    Ok((text.into_bytes(), "yml"))
 }

@@ -329,12 +329,26 @@ async fn bring_up_primary(
             (info, entries, ContainerAction::Started)
         }
         None => {
+            // the primary's moved loopback ports travel with the sidecars' additions, under its
+            // name (spec-note 0431)
+            let mut others = project.judged.sidecars.clone();
+            if let Some(ports) = &project.judged.primary_ports {
+                others.insert(target.service.clone(), serde_json::json!({"ports": ports}));
+            }
+            for moved in &project.judged.moved_ports {
+                let message = moved.warning();
+                reporter.report(Event::Status(format!("warning: {message}")));
+                warnings.push(Warning {
+                    location: None,
+                    message,
+                });
+            }
             let created = create(
                 engine,
                 opts,
                 loaded,
                 target,
-                &project.judged.sidecars,
+                &others,
                 (project.mode, &project.networks),
                 &choice.profile,
                 &choice.grants,

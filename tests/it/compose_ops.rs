@@ -1477,3 +1477,76 @@ fn a_project_left_with_only_its_sidecar_gets_its_dev_container_again() {
     a.run("down", &["--remove"]).ok();
     assert!(services(&name).is_empty());
 }
+
+/// `docker port` of the project's container of `service`: its `<target> -> <ip>:<port>` lines.
+fn ports_of(project: &str, service: &str) -> String {
+    let id = docker_lines(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=com.docker.compose.project={project}"),
+        "--filter",
+        &format!("label=com.docker.compose.service={service}"),
+    ]);
+    let id = id
+        .first()
+        .unwrap_or_else(|| panic!("no {service} container"));
+    docker_lines(&["port", id]).join("\n")
+}
+
+/// Attack 25, P3's class for Compose (spec-note 0431): `ports:` with `127.0.0.1` and a host
+/// port the repository chose, on a sidecar and on the primary, are published from free host
+/// ports (the override file replaces the list with `!override`), with a warning naming the
+/// grant; nothing listens on the repository's numbers. With `--allow publish:127.0.0.1:N` that
+/// port keeps its number. Without the override both were published on the repository's ports.
+#[test]
+fn a_compose_projects_numbered_loopback_ports_are_published_from_free_ports() {
+    let Some(ctx) = TestContext::busybox("compose_ops_free_ports") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    let (side_port, app_port) = (crate::support::free_port(), crate::support::free_port());
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n    ports: [\"127.0.0.1:{app_port}:80\"]\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    ports: [\"127.0.0.1:{side_port}:81\", \"127.0.0.1::82\"]\n"
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    let run = ctx.run("up", &[]);
+    run.ok();
+    for port in [side_port, app_port] {
+        assert!(
+            run.stderr
+                .contains(&format!("--allow publish:127.0.0.1:{port}")),
+            "{}",
+            run.stderr
+        );
+    }
+    for (service, port, targets) in [("side", side_port, 2), ("app", app_port, 1)] {
+        let published = ports_of(&name, service);
+        assert_eq!(published.lines().count(), targets, "{published}");
+        for line in published.lines() {
+            assert!(line.contains("-> 127.0.0.1:"), "{published}");
+            assert!(!line.ends_with(&format!(":{port}")), "{published}");
+        }
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "something listens on {port}"
+        );
+    }
+    ctx.run("down", &["--remove"]).ok();
+    // granted: the sidecar's number is kept, the primary's still moves
+    let grant = format!("publish:127.0.0.1:{side_port}");
+    ctx.run("up", &["--allow", &grant]).ok();
+    let side = ports_of(&name, "side");
+    assert!(
+        side.contains(&format!("-> 127.0.0.1:{side_port}")),
+        "{side}"
+    );
+    assert!(!ports_of(&name, "app").ends_with(&format!(":{app_port}")));
+    ctx.run("down", &["--remove"]).ok();
+}

@@ -22,4 +22,4 @@ pub use cli::{
     SERVICE_LABEL, config_files_from_label, service_labels,
 };
 pub use name::{ProjectNameInputs, project_name, sanitize_project_name};
-pub use overrides::{escape_interpolation, override_file, service_override};
+pub use overrides::{OVERRIDE_TAG, escape_interpolation, override_file, service_override};

@@ -14,6 +14,11 @@ use serde_json::{Map, Value, json};
 use crate::engine::docker::podman_tmpfs_options;
 use crate::engine::{ContainerSpec, Mount, MountKind, run_args};
 
+/// The key of a one-entry object in an override file where a list must replace the
+/// repository's rather than be merged with it (`{"!override": [...]}`): devcell's override
+/// writer turns it into Compose's `!override` YAML tag (spec-note 0431).
+pub const OVERRIDE_TAG: &str = "!override";
+
 /// The override file: `{"services": {<primary>: <service_override(spec)>, <other>: …},
 /// "volumes": {<named volume>: {}}}`, every string escaped ([`escape_interpolation`]).
 ///
@@ -54,6 +59,16 @@ pub fn override_file(
                 *entry = json!(format!("{path}:{}", podman_tmpfs_options(opts)));
             }
         }
+    }
+    // the one thing devcell's judgement adds to the primary beyond its request, under the
+    // primary's name in `others`: its `ports` list replacing the repository's (the loopback
+    // ports moved to free host ports, spec-note 0431); nothing else of that entry is taken
+    if let Some(ports) = others
+        .get(primary)
+        .and_then(|extra| extra.get("ports"))
+        .filter(|p| p.get(OVERRIDE_TAG).is_some())
+    {
+        primary_service.insert("ports".to_string(), ports.clone());
     }
     services.insert(primary.to_string(), Value::Object(primary_service));
     let mut file = Map::new();
@@ -424,10 +439,18 @@ mod tests {
             "db".into(),
             json!({"pids_limit": 1024, "labels": {"a": "$x"}}),
         );
-        others.insert("app".into(), json!({"privileged": true}));
+        others.insert(
+            "app".into(),
+            json!({"privileged": true, "ports": {"!override": [{"target": 80}]}}),
+        );
         let file = override_file("app", &spec(), &others, false);
         assert_eq!(file["services"]["db"]["labels"]["a"], "$$x");
         assert!(file["services"]["app"].get("privileged").is_none());
+        // only its replacing `ports` list is taken (spec-note 0431)
+        assert_eq!(
+            file["services"]["app"]["ports"],
+            json!({"!override": [{"target": 80}]})
+        );
         assert!(file.get("volumes").is_some());
     }
 

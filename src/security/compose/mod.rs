@@ -42,6 +42,7 @@ mod build_network;
 mod dockerfile;
 mod fields;
 mod keys;
+mod ports;
 mod project;
 mod reach;
 mod service;
@@ -54,6 +55,7 @@ pub use build_network::{ClosedBuilds, closed_builds};
 pub use dockerfile::frontend_of;
 use fields::{go_duration_seconds, number, services_of, strings_of};
 pub use keys::{SERVICE_KEYS, TOP_LEVEL_KEYS, compose_key, top_level_requests};
+pub use ports::{MovedPort, OVERRIDE_TAG, free_loopback_ports};
 pub use project::{Foreign, foreign_of, workspace_labels};
 use reach::{host_routes, reach_requests, scalar};
 pub use reach::{is_devcell_image_name, overlaps_a_route};
@@ -65,8 +67,14 @@ pub struct ComposeJudgement {
     /// Every request, with what was done with it (none refused: refusals are an error).
     pub requests: Vec<PermissionRequest>,
     /// The additions for each service but the primary, as Compose service maps, for
-    /// [`crate::engine::compose::override_file`]'s `others` (empty under `reference`).
+    /// [`crate::engine::compose::override_file`]'s `others` (empty under `reference`); a
+    /// sidecar's moved loopback ports ([`free_loopback_ports`]) are among them.
     pub sidecars: Map<String, Value>,
+    /// The primary's `ports` list with its repository-numbered loopback ports moved (wrapped
+    /// for `!override`, [`OVERRIDE_TAG`]), when it has any (`None` under `reference`).
+    pub primary_ports: Option<Value>,
+    /// Every loopback port moved to a free host port, for the warnings (spec-note 0431).
+    pub moved_ports: Vec<MovedPort>,
 }
 
 /// Judges every service of `model` (the resolved Compose model) under `profile` with the
@@ -121,7 +129,23 @@ pub fn judge_compose(
             sidecars
         }
     };
-    Ok(ComposeJudgement { requests, sidecars })
+    let (mut ports, moved_ports) = match profile {
+        SecurityProfile::Reference => (Map::new(), Vec::new()),
+        SecurityProfile::Hardened(_) => free_loopback_ports(model, grants),
+    };
+    let primary_ports = ports.remove(primary);
+    let mut sidecars = sidecars;
+    for (name, list) in ports {
+        if let Some(Value::Object(add)) = sidecars.get_mut(&name) {
+            add.insert("ports".to_string(), list);
+        }
+    }
+    Ok(ComposeJudgement {
+        requests,
+        sidecars,
+        primary_ports,
+        moved_ports,
+    })
 }
 
 /// The longest `stop_grace_period` a service keeps, in seconds (spec-note 0425, attacks K14):
