@@ -438,16 +438,6 @@ mod tests {
     }
 
     #[test]
-    fn home_expansion() {
-        assert_eq!(
-            expand_home("~/.codex/auth.json", Some("/home/me/")).as_deref(),
-            Some("/home/me/.codex/auth.json")
-        );
-        assert_eq!(expand_home("/etc/x", None).as_deref(), Some("/etc/x"));
-        assert_eq!(expand_home("~/x", None), None);
-    }
-
-    #[test]
     fn masks_longest_first() {
         let secrets = IndexMap::from([
             ("A".to_string(), "abc".to_string()),
