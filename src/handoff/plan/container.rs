@@ -57,6 +57,20 @@ pub(super) fn committed_side(opts: &HandoffOptions) -> CommittedSide {
     }
 }
 
+/// What a handoff's configuration makes of the plan's container: the image, the Features, the
+/// container and the configuration's own warnings.
+pub(super) struct ConfiguredContainer {
+    /// The image reference, `build <Dockerfile>` or `compose service <name>` (empty without a
+    /// configuration or on the host).
+    pub(super) image: String,
+    /// The Features the configuration asks for, as written.
+    pub(super) features: Vec<String>,
+    /// The container (its action, id and identity labels).
+    pub(super) container: PlannedContainer,
+    /// The configuration's own warnings (unknown, duplicate, deprecated properties).
+    pub(super) warnings: Vec<crate::diagnostics::Warning>,
+}
+
 /// The image, Features, container and configuration warnings of the plan
 /// ([`planned_container`]; none on the host or without a configuration), with `--container`'s
 /// named container checked against it.
@@ -69,36 +83,31 @@ pub(super) async fn plan_container(
     host: bool,
     confine: Option<crate::security::Grants>,
     profile: Profile,
-) -> Result<(
-    String,
-    Vec<String>,
-    PlannedContainer,
-    Vec<crate::diagnostics::Warning>,
-)> {
-    let (image, features, container, config_warnings) = match &target.config {
+) -> Result<ConfiguredContainer> {
+    let configured = match &target.config {
         Some(_) if !host => planned_container(target, engine, confine).await?,
-        _ => (
-            String::new(),
-            Vec::new(),
-            PlannedContainer {
+        _ => ConfiguredContainer {
+            image: String::new(),
+            features: Vec::new(),
+            container: PlannedContainer {
                 action: "none".into(),
                 id: None,
                 labels: BTreeMap::new(),
             },
-            Vec::new(),
-        ),
+            warnings: Vec::new(),
+        },
     };
     if let Some(named) = &opts.container {
         crate::handoff::named_container::check_planned(
             engine,
             named,
-            &container,
-            image.starts_with(COMPOSE_PLAN_PREFIX),
+            &configured.container,
+            configured.image.starts_with(COMPOSE_PLAN_PREFIX),
             profile,
         )
         .await?;
     }
-    Ok((image, features, container, config_warnings))
+    Ok(configured)
 }
 
 /// The image (reference, or `build <Dockerfile>`), the Features as written, the container
@@ -108,12 +117,7 @@ pub(super) async fn planned_container(
     target: &TargetOptions,
     engine: Option<&dyn Engine>,
     confine: Option<crate::security::Grants>,
-) -> Result<(
-    String,
-    Vec<String>,
-    PlannedContainer,
-    Vec<crate::diagnostics::Warning>,
-)> {
+) -> Result<ConfiguredContainer> {
     let loaded = crate::ops::target::load_for(target, confine)?;
     // A Compose configuration is brought up through Compose (spec-note 0606); no other
     // kind the steps refuse gets a container in the plan.
@@ -138,38 +142,33 @@ pub(super) async fn planned_container(
         _ => String::new(),
     };
     let features = loaded.typed.features.keys().cloned().collect();
-    let container = match engine {
-        Some(engine) => match find_container(
+    let found = match engine {
+        Some(engine) => find_container(
             engine,
             &labels,
             crate::ops::target::expected_workspace(target, &loaded).as_deref(),
             &mut Vec::new(),
         )
         .await
-        {
-            Ok(Some(info)) => PlannedContainer {
-                action: if info.running { "reuse" } else { "start" }.into(),
-                id: Some(info.id),
-                labels: labels.clone(),
-            },
-            Ok(None) => PlannedContainer {
-                action: "create".into(),
-                id: None,
-                labels: labels.clone(),
-            },
-            Err(_) => PlannedContainer {
-                action: "unknown".into(),
-                id: None,
-                labels: labels.clone(),
-            },
-        },
-        None => PlannedContainer {
-            action: "unknown".into(),
-            id: None,
-            labels: labels.clone(),
-        },
+        .ok(),
+        None => None,
     };
-    Ok((image, features, container, loaded.warnings))
+    let (action, id) = match found {
+        Some(Some(info)) => (if info.running { "reuse" } else { "start" }, Some(info.id)),
+        Some(None) => ("create", None),
+        // no engine, or it did not answer
+        None => ("unknown", None),
+    };
+    Ok(ConfiguredContainer {
+        image,
+        features,
+        container: PlannedContainer {
+            action: action.into(),
+            id,
+            labels,
+        },
+        warnings: loaded.warnings,
+    })
 }
 
 /// The `up` a container handoff runs: the hardened profile, the handoff's mounts, network,

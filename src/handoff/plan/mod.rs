@@ -280,13 +280,12 @@ pub(super) async fn prepare(
     let secrets = resolve_secrets(opts, &agent, home.as_deref())?;
     let agent_env = agent_env(opts, &agent, &mut warnings);
     let target = handoff_target(opts, &ws, config_file.clone(), mounts.workspace);
-    let (image, features, container, config_warnings) =
-        plan_container(opts, engine, &target, host, judged.confine, profile).await?;
+    let configured = plan_container(opts, engine, &target, host, judged.confine, profile).await?;
     let cwd = agent_cwd(opts, &ws);
     let plan = HandoffPlan {
         config_file,
-        image,
-        features,
+        image: configured.image,
+        features: configured.features,
         profile: shown_profile,
         network: shown_network,
         egress: planned_egress(opts, host, network)?,
@@ -294,10 +293,10 @@ pub(super) async fn prepare(
         mounts: mounts.planned,
         dotfiles: dotfiles.as_ref().map(|d| d.planned.clone()),
         env: agent_env.keys().cloned().collect(),
-        container,
+        container: configured.container,
         command: agent.command.clone(),
         cwd: cwd.clone(),
-        warnings: plan_warnings(&ws, &warnings, &config_warnings),
+        warnings: plan_warnings(&ws, &warnings, &configured.warnings),
         ..plan_of_workspace(opts, &ws, &secrets, runtime)
     };
     Ok(Prepared {
