@@ -290,9 +290,14 @@ impl ComposeCli {
         files: &[PathBuf],
         env_file: Option<&Path>,
     ) -> Result<Vec<String>> {
-        let mut args = global_args(Some(project), files, env_file);
-        args.extend(["config", "--variables", "--format", "json"].map(String::from));
-        let out = self.run("config", project, &args).await?;
+        let out = self
+            .config_output(
+                project,
+                files,
+                env_file,
+                &["--variables", "--format", "json"],
+            )
+            .await?;
         let vars: serde_json::Map<String, Value> =
             serde_json::from_slice(&out).map_err(|source| ComposeError::Json {
                 operation: "config",
@@ -312,9 +317,9 @@ impl ComposeCli {
         files: &[PathBuf],
         env_file: Option<&Path>,
     ) -> Result<Vec<String>> {
-        let mut args = global_args(Some(project), files, env_file);
-        args.extend(["config", "--environment"].map(String::from));
-        let out = self.run("config", project, &args).await?;
+        let out = self
+            .config_output(project, files, env_file, &["--environment"])
+            .await?;
         Ok(String::from_utf8_lossy(&out)
             .lines()
             .filter_map(|l| l.split_once('=').map(|(name, _)| name.to_string()))
@@ -372,6 +377,20 @@ impl ComposeCli {
             &["--no-env-resolution", "--no-interpolate"],
         )
         .await
+    }
+
+    /// What `config` of project `project` with `options` printed.
+    async fn config_output(
+        &self,
+        project: &str,
+        files: &[PathBuf],
+        env_file: Option<&Path>,
+        options: &[&str],
+    ) -> Result<Vec<u8>> {
+        let mut args = global_args(Some(project), files, env_file);
+        args.push("config".to_string());
+        args.extend(options.iter().map(|o| o.to_string()));
+        self.run("config", project, &args).await
     }
 
     /// `config` of every profile with `options`, read as JSON.
