@@ -320,6 +320,14 @@ impl Live {
             })
     }
 
+    /// Records `fact` on the session ([`StateStore::record_fact`]).
+    fn record(
+        &self,
+        fact: crate::handoff::state::SessionFact,
+    ) -> std::result::Result<(), crate::handoff::state::StateError> {
+        self.store.record_fact(&self.root, &self.id, fact)
+    }
+
     /// A stop `signal`, recorded as the session's end (`signaled`).
     fn signaled(&self, signal: i32) -> OpsError {
         record_stop(&self.store, &self.root, &self.id, signal)

@@ -139,7 +139,11 @@ mod tests {
             )
             .unwrap();
         sessions
-            .set_environment(workspace.path(), &start.session.id, &in_session)
+            .record_fact(
+                workspace.path(),
+                &start.session.id,
+                crate::handoff::state::SessionFact::Environment(in_session.clone()),
+            )
             .unwrap();
 
         let done = prune_environments(Some(state.path()), false).unwrap();

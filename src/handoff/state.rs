@@ -614,6 +614,17 @@ pub struct SessionStart {
     pub replaced: Option<Session>,
 }
 
+/// A fact recorded on a session once it has begun ([`StateStore::record_fact`]).
+#[derive(Debug, Clone)]
+pub enum SessionFact {
+    /// The network its container has (`none`, `allowlist`, `default`).
+    Network(String),
+    /// The hash of its environment record (spec-note 0520).
+    Environment(String),
+    /// Its mail channel (spec-note 0532): when it opens, then with its counts when it closes.
+    Mail(Box<crate::handoff::door::ChannelRecord>),
+}
+
 /// The handoff state store rooted at one folder.
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -1088,50 +1099,20 @@ impl StateStore {
         })
     }
 
-    /// Records the network session `session_id`'s container has (`none`, `allowlist`,
-    /// `default`).
-    ///
-    /// # Errors
-    /// [`StateError::Io`], [`StateError::Corrupt`], [`StateError::NoSuchSession`].
-    pub fn set_network(
-        &self,
-        workspace_root: &Path,
-        session_id: &str,
-        network: &str,
-    ) -> Result<(), StateError> {
-        self.update_session(workspace_root, session_id, |s| {
-            s.network = Some(network.to_string())
-        })
-    }
-
-    /// Records the hash of session `session_id`'s environment record (spec-note 0520).
-    ///
-    /// # Errors
-    /// [`StateError::Io`], [`StateError::Corrupt`], [`StateError::NoSuchSession`].
-    pub fn set_environment(
-        &self,
-        workspace_root: &Path,
-        session_id: &str,
-        hash: &str,
-    ) -> Result<(), StateError> {
-        self.update_session(workspace_root, session_id, |s| {
-            s.environment = Some(hash.to_string())
-        })
-    }
-
-    /// Records the session's mail channel (spec-note 0532): when it opens, then with its
-    /// counts when it closes.
+    /// Records `fact` on session `session_id`, once it has begun.
     ///
     /// # Errors
     /// [`StateError::NoSuchSession`], [`StateError::Io`], [`StateError::Corrupt`].
-    pub fn set_mail(
+    pub fn record_fact(
         &self,
         workspace_root: &Path,
         session_id: &str,
-        channel: crate::handoff::door::ChannelRecord,
+        fact: SessionFact,
     ) -> Result<(), StateError> {
-        self.update_session(workspace_root, session_id, |s| {
-            s.mail = Some(Box::new(channel))
+        self.update_session(workspace_root, session_id, |s| match fact {
+            SessionFact::Network(network) => s.network = Some(network),
+            SessionFact::Environment(hash) => s.environment = Some(hash),
+            SessionFact::Mail(channel) => s.mail = Some(channel),
         })
     }
 
