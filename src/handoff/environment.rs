@@ -131,9 +131,7 @@ mod tests {
         let start = sessions
             .begin_session(
                 workspace.path(),
-                "codex",
-                None,
-                false,
+                crate::handoff::state::NewSession::in_container("codex", None, false),
                 &stopped,
                 SessionProcess::current(),
             )

@@ -1150,9 +1150,7 @@ mod tests {
         let start = store
             .begin_session(
                 &root,
-                "a",
-                Some("feedface"),
-                false,
+                crate::handoff::state::NewSession::in_container("a", Some("feedface"), false),
                 &probe,
                 crate::handoff::state::SessionProcess::current(),
             )
