@@ -19,6 +19,7 @@
 //! anything else the agent did to a ref is kept aside under `refs/devcell/<session>/` and
 //! reported.
 
+use crate::handoff::repository::GitFailed;
 use std::path::{Path, PathBuf};
 
 use crate::config::hostgit;
@@ -71,15 +72,8 @@ pub enum ContainerGitError {
     #[error(transparent)]
     Host(#[from] hostgit::PrivateGitDirError),
     /// A `git` command failed.
-    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-    Git {
-        /// Where it ran.
-        dir: PathBuf,
-        /// Its arguments (for the message).
-        args: String,
-        /// git's standard error, trimmed.
-        stderr: String,
-    },
+    #[error(transparent)]
+    Git(GitFailed),
     /// The container changed more refs than devcell brings back.
     #[error("the container git directory `{}` changed more than {MAX_CHANGED_REFS} refs; none was brought back", path.display())]
     TooManyRefs {

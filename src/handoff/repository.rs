@@ -36,7 +36,7 @@ mod git_mounts;
 mod host_git;
 mod warnings;
 
-pub use error::WorkspaceError;
+pub use error::{GitFailed, WorkspaceError};
 pub use git_links::judge_git_links;
 use git_links::{canonical, link_target, read_commondir, read_gitdir_link};
 use git_mounts::git_mounts_of;
@@ -768,15 +768,15 @@ fn read_status(
             status_on_private_git_dir(dir, git_dir, common_dir)
         })
     } else {
-        Err(WorkspaceError::Git {
+        Err(WorkspaceError::Git(GitFailed {
             dir: dir.to_path_buf(),
             args: "status".into(),
             stderr: String::new(),
-        })
+        }))
     };
     match status {
         Ok(status) => Ok((parse_status(&status), None)),
-        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => Ok((
+        Err(WorkspaceError::Git(GitFailed { .. })) if !refused.is_empty() => Ok((
             Status::default(),
             Some(format!(
                 "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
@@ -784,7 +784,7 @@ fn read_status(
                 refused[0].display()
             )),
         )),
-        Err(WorkspaceError::Git { stderr, .. }) => Ok((
+        Err(WorkspaceError::Git(GitFailed { stderr, .. })) => Ok((
             Status::default(),
             Some(explain_git_failure(&stderr, dir, git_dir, common_dir)),
         )),

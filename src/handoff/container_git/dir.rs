@@ -1,6 +1,7 @@
 //! [`ContainerGitDir`]: where a repository's container git directory is kept, its recorded
 //! [`Base`], and how it is made from the host repository ([`ContainerGitDir::refresh`]).
 
+use crate::handoff::repository::GitFailed;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -232,11 +233,11 @@ fn read_host(private: &hostgit::PrivateGitDir, host: &HostRepo<'_>) -> Result<Ho
         "--format=%(objectname) %(refname) %(symref)",
     ])?;
     if !ok {
-        return Err(ContainerGitError::Git {
+        return Err(ContainerGitError::Git(GitFailed {
             dir: host.work_tree.to_path_buf(),
             args: "for-each-ref".into(),
             stderr: String::new(),
-        });
+        }));
     }
     let (refs, symrefs) = parse_refs(&listed);
     let head_path = host.git_dir.join("HEAD");

@@ -2,6 +2,19 @@
 
 use std::path::PathBuf;
 
+/// A host `git` command that failed: where it ran, with what, and what it said (the `Git`
+/// failure of a workspace inspection, of a clone task and of a container git directory).
+#[derive(Debug, thiserror::Error)]
+#[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
+pub struct GitFailed {
+    /// Where it ran (the repository folder).
+    pub dir: PathBuf,
+    /// Its arguments, space-separated (for the message only).
+    pub args: String,
+    /// git's standard error, trimmed.
+    pub stderr: String,
+}
+
 /// A failure inspecting a workspace.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -37,15 +50,8 @@ pub enum WorkspaceError {
         source: std::io::Error,
     },
     /// A `git` command failed.
-    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-    Git {
-        /// The repository folder.
-        dir: PathBuf,
-        /// The arguments, space-separated (for the message only).
-        args: String,
-        /// git's standard error, trimmed.
-        stderr: String,
-    },
+    #[error(transparent)]
+    Git(GitFailed),
     /// A `.git` file or a `commondir` file could not be understood.
     #[error("`{}` is not a valid git link: {message}", path.display())]
     BadGitLink {

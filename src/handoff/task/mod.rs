@@ -106,6 +106,7 @@ pub(crate) mod test_git {
     }
 }
 
+use crate::handoff::repository::GitFailed;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -277,16 +278,9 @@ pub enum TaskError {
         #[source]
         source: std::io::Error,
     },
-    /// A host `git` command failed.
-    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-    Git {
-        /// Where it ran.
-        dir: PathBuf,
-        /// Its arguments.
-        args: String,
-        /// git's standard error, trimmed.
-        stderr: String,
-    },
+    /// A `git` command failed.
+    #[error(transparent)]
+    Git(GitFailed),
     /// Reading the clone back failed.
     #[error(transparent)]
     FetchBack(#[from] crate::handoff::container_git::ContainerGitError),
@@ -628,11 +622,11 @@ fn git_within(
     cmd.args(args);
     let out = hostgit::output_within(&mut cmd, deadline).map_err(io(dir))?;
     if !out.status.success() {
-        return Err(TaskError::Git {
+        return Err(TaskError::Git(GitFailed {
             dir: dir.to_path_buf(),
             args: args.join(" "),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        }));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
