@@ -19,7 +19,8 @@
 //! anything else the agent did to a ref is kept aside under `refs/devcell/<session>/` and
 //! reported.
 
-use crate::handoff::repository::GitFailed;
+use crate::handoff::failure::GitFailed;
+use crate::handoff::failure::IoFailed;
 use std::path::{Path, PathBuf};
 
 use crate::config::hostgit;
@@ -60,14 +61,8 @@ pub const NAMESPACE: &str = "refs/devcell";
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerGitError {
     /// A file could not be read or written.
-    #[error("`{}`: {source}", path.display())]
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(IoFailed),
     /// The host repository could not be read safely.
     #[error(transparent)]
     Host(#[from] hostgit::PrivateGitDirError),
@@ -157,9 +152,11 @@ impl crate::ops::error::ProductError for ContainerGitError {
 type Result<T> = std::result::Result<T, ContainerGitError>;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ContainerGitError + '_ {
-    move |source| ContainerGitError::Io {
-        path: path.to_path_buf(),
-        source,
+    move |source| {
+        ContainerGitError::Io(IoFailed {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 

@@ -25,6 +25,7 @@
 //! `.git` and `commondir` links), `git_mounts` (the mounts and read-only overlays), `warnings`
 //! and `host_git` (the host `git` runs).
 
+use crate::handoff::failure::GitFailed;
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
@@ -36,7 +37,7 @@ mod git_mounts;
 mod host_git;
 mod warnings;
 
-pub use error::{GitFailed, WorkspaceError};
+pub use error::WorkspaceError;
 pub use git_links::judge_git_links;
 use git_links::{canonical, link_target, read_commondir, read_gitdir_link};
 use git_mounts::git_mounts_of;
@@ -776,7 +777,7 @@ fn read_status(
     };
     match status {
         Ok(status) => Ok((parse_status(&status), None)),
-        Err(WorkspaceError::Git(GitFailed { .. })) if !refused.is_empty() => Ok((
+        Err(WorkspaceError::Git(_)) if !refused.is_empty() => Ok((
             Status::default(),
             Some(format!(
                 "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",

@@ -2,7 +2,7 @@
 //! configure disabled) and as data: its refs, `HEAD`, gitlinks and the branches its other
 //! worktrees have checked out.
 
-use crate::handoff::repository::GitFailed;
+use crate::handoff::failure::GitFailed;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

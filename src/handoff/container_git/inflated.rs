@@ -15,7 +15,7 @@
 //! describe (a delta whose base the pack's index does not name, which would make git inflate
 //! an object that was never measured) refuses the whole fetch-back.
 
-use crate::handoff::repository::GitFailed;
+use crate::handoff::failure::GitFailed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

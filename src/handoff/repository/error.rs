@@ -1,19 +1,7 @@
 //! The error of a workspace inspection ([`WorkspaceError`]), with its envelope code and hint.
 
+use crate::handoff::failure::GitFailed;
 use std::path::PathBuf;
-
-/// A host `git` command that failed: where it ran, with what, and what it said (the `Git`
-/// failure of a workspace inspection, of a clone task and of a container git directory).
-#[derive(Debug, thiserror::Error)]
-#[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-pub struct GitFailed {
-    /// Where it ran (the repository folder).
-    pub dir: PathBuf,
-    /// Its arguments, space-separated (for the message only).
-    pub args: String,
-    /// git's standard error, trimmed.
-    pub stderr: String,
-}
 
 /// A failure inspecting a workspace.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! judged ([`GitPin`], [`git`]), `git status` on a private git directory
 //! ([`status_on_private_git_dir`]) and the parse of its porcelain output ([`parse_status`]).
 
-use crate::handoff::repository::GitFailed;
+use crate::handoff::failure::GitFailed;
 use std::path::Path;
 
 use super::WorkspaceError;

@@ -1,6 +1,6 @@
 use super::git_mounts::prune_nested;
 use super::*;
-use crate::handoff::repository::GitFailed;
+use crate::handoff::failure::GitFailed;
 
 /// The worktree back-link rule of [`judge_git_links`] on files laid out by hand: git's
 /// own two-way layout is trusted; a one-way link, a wrong back-link or a `commondir` in a

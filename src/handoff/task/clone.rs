@@ -6,7 +6,7 @@
 //! removal of the mirror cannot break it. Its configuration is git's default: no remote, no
 //! path of the host in it.
 
-use crate::handoff::repository::GitFailed;
+use crate::handoff::failure::GitFailed;
 use std::path::Path;
 
 use super::source::Source;

@@ -6,7 +6,7 @@
 //! fetch-back). Only that ref is written: the user's `HEAD`, index, working files and branches
 //! are untouched.
 
-use crate::handoff::repository::GitFailed;
+use crate::handoff::failure::GitFailed;
 use std::path::Path;
 
 use super::{Result, TaskError, TaskRecord, fetched_ref_of, git, kept_ref_of};
