@@ -320,6 +320,14 @@ impl Live {
             })
     }
 
+    /// Records `fact` on the session ([`StateStore::record_fact`]).
+    fn record(
+        &self,
+        fact: crate::handoff::state::SessionFact,
+    ) -> std::result::Result<(), crate::handoff::state::StateError> {
+        self.store.record_fact(&self.root, &self.id, fact)
+    }
+
     /// A stop `signal`, recorded as the session's end (`signaled`).
     fn signaled(&self, signal: i32) -> OpsError {
         record_stop(&self.store, &self.root, &self.id, signal)
@@ -435,16 +443,6 @@ mod tests {
         assert_eq!(split_status(137, false), (None, Some(9)));
         assert_eq!(split_status(143, true), (None, Some(15)));
         assert_eq!(split_status(255, false), (Some(255), None));
-    }
-
-    #[test]
-    fn home_expansion() {
-        assert_eq!(
-            expand_home("~/.codex/auth.json", Some("/home/me/")).as_deref(),
-            Some("/home/me/.codex/auth.json")
-        );
-        assert_eq!(expand_home("/etc/x", None).as_deref(), Some("/etc/x"));
-        assert_eq!(expand_home("~/x", None), None);
     }
 
     #[test]

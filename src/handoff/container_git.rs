@@ -19,6 +19,8 @@
 //! anything else the agent did to a ref is kept aside under `refs/devcell/<session>/` and
 //! reported.
 
+use crate::handoff::failure::GitFailed;
+use crate::handoff::failure::IoFailed;
 use std::path::{Path, PathBuf};
 
 use crate::config::hostgit;
@@ -59,27 +61,14 @@ pub const NAMESPACE: &str = "refs/devcell";
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerGitError {
     /// A file could not be read or written.
-    #[error("`{}`: {source}", path.display())]
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(IoFailed),
     /// The host repository could not be read safely.
     #[error(transparent)]
     Host(#[from] hostgit::PrivateGitDirError),
     /// A `git` command failed.
-    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-    Git {
-        /// Where it ran.
-        dir: PathBuf,
-        /// Its arguments (for the message).
-        args: String,
-        /// git's standard error, trimmed.
-        stderr: String,
-    },
+    #[error(transparent)]
+    Git(GitFailed),
     /// The container changed more refs than devcell brings back.
     #[error("the container git directory `{}` changed more than {MAX_CHANGED_REFS} refs; none was brought back", path.display())]
     TooManyRefs {
@@ -163,9 +152,11 @@ impl crate::ops::error::ProductError for ContainerGitError {
 type Result<T> = std::result::Result<T, ContainerGitError>;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ContainerGitError + '_ {
-    move |source| ContainerGitError::Io {
-        path: path.to_path_buf(),
-        source,
+    move |source| {
+        ContainerGitError::Io(IoFailed {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 

@@ -131,15 +131,17 @@ mod tests {
         let start = sessions
             .begin_session(
                 workspace.path(),
-                "codex",
-                None,
-                false,
+                crate::handoff::state::NewSession::in_container("codex", None, false),
                 &stopped,
                 SessionProcess::current(),
             )
             .unwrap();
         sessions
-            .set_environment(workspace.path(), &start.session.id, &in_session)
+            .record_fact(
+                workspace.path(),
+                &start.session.id,
+                crate::handoff::state::SessionFact::Environment(in_session.clone()),
+            )
             .unwrap();
 
         let done = prune_environments(Some(state.path()), false).unwrap();

@@ -95,7 +95,12 @@ pub async fn handoff_on_host(
         None => None,
     };
     let probe = move |id: &str| running.as_ref().is_none_or(|r| r.contains(id));
-    let start = store.begin_host_session(&root, &opts.agent, opts.replace, &probe)?;
+    let start = store.begin_session(
+        &root,
+        crate::handoff::state::NewSession::on_host(&opts.agent, opts.replace),
+        &probe,
+        crate::handoff::state::SessionProcess::current(),
+    )?;
     let session_id = start.session.id.clone();
     close_previous_sessions(engine, &start, reporter).await;
     let mut log = store.create_log(&session_id)?;

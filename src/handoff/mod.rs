@@ -20,6 +20,7 @@ pub mod dotfiles;
 pub mod envelope;
 pub mod environment;
 pub mod expect_mount;
+pub mod failure;
 #[cfg(test)]
 mod fake_engine_tests;
 pub mod git_identity;

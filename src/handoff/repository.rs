@@ -25,6 +25,7 @@
 //! `.git` and `commondir` links), `git_mounts` (the mounts and read-only overlays), `warnings`
 //! and `host_git` (the host `git` runs).
 
+use crate::handoff::failure::GitFailed;
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
@@ -768,15 +769,15 @@ fn read_status(
             status_on_private_git_dir(dir, git_dir, common_dir)
         })
     } else {
-        Err(WorkspaceError::Git {
+        Err(WorkspaceError::Git(GitFailed {
             dir: dir.to_path_buf(),
             args: "status".into(),
             stderr: String::new(),
-        })
+        }))
     };
     match status {
         Ok(status) => Ok((parse_status(&status), None)),
-        Err(WorkspaceError::Git { .. }) if !refused.is_empty() => Ok((
+        Err(WorkspaceError::Git(_)) if !refused.is_empty() => Ok((
             Status::default(),
             Some(format!(
                 "not read with git: its git directory `{}` is outside the workspace and not trusted (grant with `--allow gitdir:{}`)",
@@ -784,7 +785,7 @@ fn read_status(
                 refused[0].display()
             )),
         )),
-        Err(WorkspaceError::Git { stderr, .. }) => Ok((
+        Err(WorkspaceError::Git(GitFailed { stderr, .. })) => Ok((
             Status::default(),
             Some(explain_git_failure(&stderr, dir, git_dir, common_dir)),
         )),

@@ -603,6 +603,44 @@ fn prune_sessions(sessions: &mut Vec<Session>) {
     });
 }
 
+/// The session [`StateStore::begin_session`] begins.
+#[derive(Debug, Clone, Copy)]
+pub struct NewSession<'a> {
+    /// The agent's configured name.
+    pub agent: &'a str,
+    /// Where the agent runs: a host session never has a container (the workspace's recorded
+    /// one is not copied in).
+    pub runtime: AgentRuntime,
+    /// The session's container, when already known (else, in a container, the workspace's
+    /// recorded one).
+    pub container_id: Option<&'a str>,
+    /// Whether a live session (outside the group) is replaced rather than refusing this one.
+    pub replace: bool,
+    /// The handoff group the session belongs to (spec-note 0525).
+    pub group: Option<&'a str>,
+}
+
+impl<'a> NewSession<'a> {
+    /// A session of `agent` in a container (`container_id` when already known), in no group.
+    pub fn in_container(agent: &'a str, container_id: Option<&'a str>, replace: bool) -> Self {
+        NewSession {
+            agent,
+            runtime: AgentRuntime::Container,
+            container_id,
+            replace,
+            group: None,
+        }
+    }
+
+    /// A session of `agent` run on the host (`handoff --runtime host`): no container.
+    pub fn on_host(agent: &'a str, replace: bool) -> Self {
+        NewSession {
+            runtime: AgentRuntime::Host,
+            ..Self::in_container(agent, None, replace)
+        }
+    }
+}
+
 /// What [`StateStore::begin_session`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionStart {
@@ -612,6 +650,17 @@ pub struct SessionStart {
     pub abandoned: Vec<Session>,
     /// The live session that was replaced (`replace` was true); the caller stops its agent.
     pub replaced: Option<Session>,
+}
+
+/// A fact recorded on a session once it has begun ([`StateStore::record_fact`]).
+#[derive(Debug, Clone)]
+pub enum SessionFact {
+    /// The network its container has (`none`, `allowlist`, `default`).
+    Network(String),
+    /// The hash of its environment record (spec-note 0520).
+    Environment(String),
+    /// Its mail channel (spec-note 0532): when it opens, then with its counts when it closes.
+    Mail(Box<crate::handoff::door::ChannelRecord>),
 }
 
 /// The handoff state store rooted at one folder.
@@ -902,101 +951,31 @@ impl StateStore {
             })
     }
 
-    /// Starts a session for `agent` in the workspace, recording `process` (for real use
+    /// Starts session `new` in the workspace, recording `process` (for real use
     /// [`SessionProcess::current`]) and the container id if already known.
     ///
     /// Unended sessions are examined first: a [`SessionStatus::Live`] one refuses the new
-    /// session with [`StateError::SessionActive`] unless `replace` (then it is closed as
-    /// `replaced` and returned); a stale one is closed as `abandoned`.
+    /// session with [`StateError::SessionActive`] unless `new.replace` (then it is closed as
+    /// `replaced` and returned); a stale one is closed as `abandoned`. A live session of the
+    /// new one's handoff group (spec-note 0525) neither refuses nor is replaced: the group's
+    /// members run side by side in its container.
     ///
     /// # Errors
     /// [`StateError::SessionActive`], [`StateError::Io`], [`StateError::Corrupt`].
     pub fn begin_session(
         &self,
         workspace_root: &Path,
-        agent: &str,
-        container_id: Option<&str>,
-        replace: bool,
+        new: NewSession<'_>,
         probe: &dyn ContainerProbe,
         process: SessionProcess<'_>,
     ) -> Result<SessionStart, StateError> {
-        self.begin_in_group(
-            workspace_root,
+        let NewSession {
             agent,
+            runtime,
             container_id,
             replace,
-            probe,
-            process,
-            None,
-        )
-    }
-
-    /// [`StateStore::begin_session`] for a session of handoff group `group` (spec-note 0525):
-    /// a live session of the same group does not refuse it (the group's members run side by
-    /// side in its container); any other live session does, as for
-    /// [`StateStore::begin_session`]. `replace` replaces live sessions outside the group only.
-    ///
-    /// # Errors
-    /// As [`StateStore::begin_session`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn begin_in_group(
-        &self,
-        workspace_root: &Path,
-        agent: &str,
-        container_id: Option<&str>,
-        replace: bool,
-        probe: &dyn ContainerProbe,
-        process: SessionProcess<'_>,
-        group: Option<&str>,
-    ) -> Result<SessionStart, StateError> {
-        self.begin(
-            workspace_root,
-            agent,
-            AgentRuntime::Container,
-            container_id,
-            replace,
-            probe,
-            process,
             group,
-        )
-    }
-
-    /// [`StateStore::begin_session`] for an agent run on the host (`handoff --runtime host`):
-    /// the session never has a container (the workspace's recorded one is not copied in).
-    ///
-    /// # Errors
-    /// As [`StateStore::begin_session`].
-    pub fn begin_host_session(
-        &self,
-        workspace_root: &Path,
-        agent: &str,
-        replace: bool,
-        probe: &dyn ContainerProbe,
-    ) -> Result<SessionStart, StateError> {
-        self.begin(
-            workspace_root,
-            agent,
-            AgentRuntime::Host,
-            None,
-            replace,
-            probe,
-            SessionProcess::current(),
-            None,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn begin(
-        &self,
-        workspace_root: &Path,
-        agent: &str,
-        runtime: AgentRuntime,
-        container_id: Option<&str>,
-        replace: bool,
-        probe: &dyn ContainerProbe,
-        process: SessionProcess<'_>,
-        group: Option<&str>,
-    ) -> Result<SessionStart, StateError> {
+        } = new;
         let SessionProcess {
             pid,
             pid_start,
@@ -1088,50 +1067,20 @@ impl StateStore {
         })
     }
 
-    /// Records the network session `session_id`'s container has (`none`, `allowlist`,
-    /// `default`).
-    ///
-    /// # Errors
-    /// [`StateError::Io`], [`StateError::Corrupt`], [`StateError::NoSuchSession`].
-    pub fn set_network(
-        &self,
-        workspace_root: &Path,
-        session_id: &str,
-        network: &str,
-    ) -> Result<(), StateError> {
-        self.update_session(workspace_root, session_id, |s| {
-            s.network = Some(network.to_string())
-        })
-    }
-
-    /// Records the hash of session `session_id`'s environment record (spec-note 0520).
-    ///
-    /// # Errors
-    /// [`StateError::Io`], [`StateError::Corrupt`], [`StateError::NoSuchSession`].
-    pub fn set_environment(
-        &self,
-        workspace_root: &Path,
-        session_id: &str,
-        hash: &str,
-    ) -> Result<(), StateError> {
-        self.update_session(workspace_root, session_id, |s| {
-            s.environment = Some(hash.to_string())
-        })
-    }
-
-    /// Records the session's mail channel (spec-note 0532): when it opens, then with its
-    /// counts when it closes.
+    /// Records `fact` on session `session_id`, once it has begun.
     ///
     /// # Errors
     /// [`StateError::NoSuchSession`], [`StateError::Io`], [`StateError::Corrupt`].
-    pub fn set_mail(
+    pub fn record_fact(
         &self,
         workspace_root: &Path,
         session_id: &str,
-        channel: crate::handoff::door::ChannelRecord,
+        fact: SessionFact,
     ) -> Result<(), StateError> {
-        self.update_session(workspace_root, session_id, |s| {
-            s.mail = Some(Box::new(channel))
+        self.update_session(workspace_root, session_id, |s| match fact {
+            SessionFact::Network(network) => s.network = Some(network),
+            SessionFact::Environment(hash) => s.environment = Some(hash),
+            SessionFact::Mail(channel) => s.mail = Some(channel),
         })
     }
 

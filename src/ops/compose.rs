@@ -392,17 +392,17 @@ pub(crate) async fn env_file_names(
         .iter()
         .filter_map(|n| env.get(*n).map(|v| (n.to_string(), v.clone())))
         .collect();
-    let cli = target.project.cli.clone().with_env(tools);
-    cli.environment(
-        &target.project.name,
-        &target.project.files,
-        target.project.env_file.as_deref(),
-    )
-    .await
-    .unwrap_or_default()
-    .into_iter()
-    .filter(|n| !is_tool_variable(n))
-    .collect()
+    let project = crate::engine::compose::ComposeProject {
+        cli: target.project.cli.clone().with_env(tools),
+        ..target.project.clone()
+    };
+    project
+        .environment()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| !is_tool_variable(n))
+        .collect()
 }
 
 /// Whether `name` is one of [`TOOL_VARIABLES`].

@@ -592,15 +592,7 @@ async fn variable_requests(
     grants: &Grants,
     env: &std::collections::HashMap<String, String>,
 ) -> Result<Vec<PermissionRequest>> {
-    let names = target
-        .project
-        .cli
-        .variables(
-            &target.project.name,
-            &target.project.files,
-            target.project.env_file.as_deref(),
-        )
-        .await?;
+    let names = target.project.variables().await?;
     let from_files = crate::ops::compose::env_file_names(target, env).await;
     let uses: Vec<security::host_env::HostEnvUse> = names
         .into_iter()

@@ -1549,9 +1549,7 @@ fn doctor_finds_orphans_missing_mounts_and_stale_sessions() {
     store
         .begin_session(
             &here,
-            "ghost",
-            None,
-            false,
+            devcell::handoff::state::NewSession::in_container("ghost", None, false),
             &|_: &str| true,
             devcell::handoff::state::SessionProcess {
                 pid: u32::MAX - 1,

@@ -281,47 +281,6 @@ impl ComposeCli {
         self
     }
 
-    /// The variables `files` interpolate (`config --variables --format json`), by name.
-    ///
-    /// Errors: as [`ComposeCli::config`].
-    pub async fn variables(
-        &self,
-        project: &str,
-        files: &[PathBuf],
-        env_file: Option<&Path>,
-    ) -> Result<Vec<String>> {
-        let mut args = global_args(Some(project), files, env_file);
-        args.extend(["config", "--variables", "--format", "json"].map(String::from));
-        let out = self.run("config", project, &args).await?;
-        let vars: serde_json::Map<String, Value> =
-            serde_json::from_slice(&out).map_err(|source| ComposeError::Json {
-                operation: "config",
-                source,
-            })?;
-        Ok(vars.keys().cloned().collect())
-    }
-
-    /// The names of the environment Compose interpolates `files` with (`config --environment`:
-    /// this CLI's environment plus the env file's, and Compose's own `COMPOSE_PROJECT_NAME`,
-    /// `PWD`, `DOCKER_CLI_PLUGIN_*`). A line without `=` (a multi-line value) is skipped.
-    ///
-    /// Errors: as [`ComposeCli::config`] (a Compose v2 older than the flag fails).
-    pub async fn environment(
-        &self,
-        project: &str,
-        files: &[PathBuf],
-        env_file: Option<&Path>,
-    ) -> Result<Vec<String>> {
-        let mut args = global_args(Some(project), files, env_file);
-        args.extend(["config", "--environment"].map(String::from));
-        let out = self.run("config", project, &args).await?;
-        Ok(String::from_utf8_lossy(&out)
-            .lines()
-            .filter_map(|l| l.split_once('=').map(|(name, _)| name.to_string()))
-            .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace))
-            .collect())
-    }
-
     /// What `version --short` printed (`2.40.3`, or `v2.40.3` for some builds).
     pub fn version(&self) -> &str {
         &self.version
@@ -487,6 +446,45 @@ impl ComposeProject {
         self.cli
             .config(Some(&self.name), &self.files, self.env_file.as_deref())
             .await
+    }
+
+    /// The variables this project's files interpolate (`config --variables --format json`),
+    /// by name.
+    ///
+    /// Errors: as [`ComposeCli::config`].
+    pub async fn variables(&self) -> Result<Vec<String>> {
+        let out = self
+            .config_output(&["--variables", "--format", "json"])
+            .await?;
+        let vars: serde_json::Map<String, Value> =
+            serde_json::from_slice(&out).map_err(|source| ComposeError::Json {
+                operation: "config",
+                source,
+            })?;
+        Ok(vars.keys().cloned().collect())
+    }
+
+    /// The names of the environment Compose interpolates this project's files with (`config
+    /// --environment`: the CLI's environment plus the env file's, and Compose's own
+    /// `COMPOSE_PROJECT_NAME`, `PWD`, `DOCKER_CLI_PLUGIN_*`). A line without `=` (a multi-line
+    /// value) is skipped.
+    ///
+    /// Errors: as [`ComposeCli::config`] (a Compose v2 older than the flag fails).
+    pub async fn environment(&self) -> Result<Vec<String>> {
+        let out = self.config_output(&["--environment"]).await?;
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(name, _)| name.to_string()))
+            .filter(|n| !n.is_empty() && !n.contains(char::is_whitespace))
+            .collect())
+    }
+
+    /// What `config` of this project with `options` printed.
+    async fn config_output(&self, options: &[&str]) -> Result<Vec<u8>> {
+        let mut args = global_args(Some(&self.name), &self.files, self.env_file.as_deref());
+        args.push("config".to_string());
+        args.extend(options.iter().map(|o| o.to_string()));
+        self.cli.run("config", &self.name, &args).await
     }
 
     /// `up -d [--no-recreate] [services…]`: creates and starts the services (all when

@@ -7,7 +7,7 @@ use crate::handoff::plan::{Prepared, plan_lines, prepare, up_options};
 use crate::handoff::session::{
     StopSignal, Stopped, close_previous_sessions, running_containers, unless_stopped,
 };
-use crate::handoff::state::{RepoFetchBack, SessionLog, SessionProcess, StateStore};
+use crate::handoff::state::{NewSession, RepoFetchBack, SessionLog, SessionProcess, StateStore};
 use crate::ops::UpOptions;
 use crate::ops::error::{OpsError, Result};
 use crate::ops::up::{judge_up, load_up};
@@ -111,15 +111,11 @@ impl Handoff<'_> {
         // Which recorded containers still run (the state module asks synchronously).
         let running = running_containers(self.engine, &store, &root).await;
         let probe = move |id: &str| running.contains(id);
-        let start = store.begin_in_group(
-            &root,
-            &self.opts.agent,
-            container,
-            self.opts.replace,
-            &probe,
-            SessionProcess::current(),
-            self.group.map(super::group::Joined::name),
-        )?;
+        let new = NewSession {
+            group: self.group.map(super::group::Joined::name),
+            ..NewSession::in_container(&self.opts.agent, container, self.opts.replace)
+        };
+        let start = store.begin_session(&root, new, &probe, SessionProcess::current())?;
         if let Some(joined) = self.group {
             joined.set_session(&start.session.id);
         }

@@ -7,6 +7,7 @@ use crate::handoff::agents_md;
 use crate::handoff::context::{self, ContextInputs, FeatureInfo, HandoffContext, ImageInfo, Task};
 use crate::handoff::plan::{Prepared, ctx_rel_path};
 use crate::handoff::session::{StopSignal, agents_md_report, unless_stopped};
+use crate::handoff::state::SessionFact;
 use crate::ops::error::Result;
 use crate::ops::up::up_judged;
 use crate::ops::{UpOptions, UpResult};
@@ -112,8 +113,7 @@ impl Handoff<'_> {
         if let Some(joined) = self.group {
             joined.set_container(&up.container_id);
         }
-        live.store
-            .set_network(&live.root, &live.id, network.as_str())
+        live.record(SessionFact::Network(network.as_str().to_string()))
             .map_err(|e| live.fail(e.into()))?;
         let environments = crate::ops::environment::EnvironmentStore::new(live.store.root());
         let environment = record_environment(
@@ -127,8 +127,7 @@ impl Handoff<'_> {
         .await;
         match environment {
             Ok(hash) => {
-                live.store
-                    .set_environment(&live.root, &live.id, &hash)
+                live.record(SessionFact::Environment(hash.clone()))
                     .map_err(|e| live.fail(e.into()))?;
                 let differs = crate::handoff::environment::outcome(self.opts, &environments, &hash);
                 live.warnings.extend(differs);

@@ -5,6 +5,7 @@
 
 use super::{Handoff, Live};
 use crate::handoff::door::{DoorError, OPEN_WAIT, SessionDoor};
+use crate::handoff::state::SessionFact;
 use crate::ops::error::{OpsError, Result};
 use crate::progress::Event;
 
@@ -44,8 +45,7 @@ impl Handoff<'_> {
             "mail: task `{}` reaches the other tasks of group `{}` through `{}` ({})",
             record.task, record.group, record.command, record.socket
         )));
-        live.store
-            .set_mail(&live.root, &live.id, record)
+        live.record(SessionFact::Mail(Box::new(record)))
             .map_err(|e| live.fail(e.into()))?;
         Ok(Some(door))
     }
@@ -66,7 +66,7 @@ impl Handoff<'_> {
                 return;
             }
         };
-        if let Err(e) = live.store.set_mail(&live.root, &live.id, record) {
+        if let Err(e) = live.record(SessionFact::Mail(Box::new(record))) {
             live.warnings
                 .push(format!("the mail channel's counts were not recorded: {e}"));
         }

@@ -645,8 +645,7 @@ impl Handoff<'_> {
             .await?;
             let store = crate::ops::environment::EnvironmentStore::new(live.store.root());
             let hash = store.store(&live.root, &record)?;
-            live.store
-                .set_environment(&live.root, &live.id, &hash)
+            live.record(crate::handoff::state::SessionFact::Environment(hash))
                 .map_err(OpsError::from)
         };
         if let Err(e) = made.await {
@@ -1151,9 +1150,7 @@ mod tests {
         let start = store
             .begin_session(
                 &root,
-                "a",
-                Some("feedface"),
-                false,
+                crate::handoff::state::NewSession::in_container("a", Some("feedface"), false),
                 &probe,
                 crate::handoff::state::SessionProcess::current(),
             )

@@ -1,6 +1,8 @@
 //! [`ContainerGitDir`]: where a repository's container git directory is kept, its recorded
 //! [`Base`], and how it is made from the host repository ([`ContainerGitDir::refresh`]).
 
+use crate::handoff::failure::GitFailed;
+use crate::handoff::failure::IoFailed;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -45,9 +47,11 @@ impl ContainerGitDir {
     /// Errors: the record cannot be written.
     pub fn set_covered_submodules(&self, paths: &[String]) -> Result<()> {
         let path = self.covered_path();
-        let bytes = serde_json::to_vec(paths).map_err(|e| ContainerGitError::Io {
-            path: path.clone(),
-            source: std::io::Error::other(e),
+        let bytes = serde_json::to_vec(paths).map_err(|e| {
+            ContainerGitError::Io(IoFailed {
+                path: path.clone(),
+                source: std::io::Error::other(e),
+            })
         })?;
         std::fs::create_dir_all(&self.slot).map_err(io(&self.slot))?;
         std::fs::write(&path, bytes).map_err(io(&path))
@@ -71,25 +75,25 @@ impl ContainerGitDir {
     pub fn base(&self) -> Result<Option<Base>> {
         let path = self.base_path();
         match std::fs::read(&path) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes)
-                    .map(Some)
-                    .map_err(|e| ContainerGitError::Io {
-                        path,
-                        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                    })
-            }
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                ContainerGitError::Io(IoFailed {
+                    path,
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                })
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(ContainerGitError::Io { path, source }),
+            Err(source) => Err(ContainerGitError::Io(IoFailed { path, source })),
         }
     }
 
     pub(super) fn write_base(&self, base: &Base) -> Result<()> {
         let path = self.base_path();
         let tmp = self.slot.join("base.json.tmp");
-        let bytes = serde_json::to_vec_pretty(base).map_err(|e| ContainerGitError::Io {
-            path: path.clone(),
-            source: std::io::Error::other(e),
+        let bytes = serde_json::to_vec_pretty(base).map_err(|e| {
+            ContainerGitError::Io(IoFailed {
+                path: path.clone(),
+                source: std::io::Error::other(e),
+            })
         })?;
         std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
         std::fs::rename(&tmp, &path).map_err(io(&path))
@@ -232,24 +236,24 @@ fn read_host(private: &hostgit::PrivateGitDir, host: &HostRepo<'_>) -> Result<Ho
         "--format=%(objectname) %(refname) %(symref)",
     ])?;
     if !ok {
-        return Err(ContainerGitError::Git {
+        return Err(ContainerGitError::Git(GitFailed {
             dir: host.work_tree.to_path_buf(),
             args: "for-each-ref".into(),
             stderr: String::new(),
-        });
+        }));
     }
     let (refs, symrefs) = parse_refs(&listed);
     let head_path = host.git_dir.join("HEAD");
     let head = hostgit::read_no_follow(&head_path, 4096).map_err(io(&head_path))?;
     let head = String::from_utf8_lossy(&head).trim().to_string();
     if !hostgit::valid_head(&head) {
-        return Err(ContainerGitError::Io {
+        return Err(ContainerGitError::Io(IoFailed {
             path: head_path,
             source: std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 "is neither `ref: refs/…` nor an object name",
             ),
-        });
+        }));
     }
     Ok(HostState {
         object_format,

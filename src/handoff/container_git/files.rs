@@ -2,6 +2,7 @@
 //! [`super::nofollow`]): new files, copies of regular files, and handing them to the
 //! repository's owner.
 
+use crate::handoff::failure::IoFailed;
 use std::io::Write as _;
 use std::path::Path;
 
@@ -18,10 +19,10 @@ pub(super) fn copy_regular(from: &Path, to: &Path, mode: u32) -> Result<()> {
         .open(from)
         .map_err(io(from))?;
     if !source.metadata().map_err(io(from))?.is_file() {
-        return Err(ContainerGitError::Io {
+        return Err(ContainerGitError::Io(IoFailed {
             path: from.to_path_buf(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
-        });
+        }));
     }
     let mut target = std::fs::OpenOptions::new()
         .write(true)

@@ -2,6 +2,7 @@
 //! configure disabled) and as data: its refs, `HEAD`, gitlinks and the branches its other
 //! worktrees have checked out.
 
+use crate::handoff::failure::GitFailed;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -111,11 +112,11 @@ pub(crate) fn run_git(mut git: Command, dir: &Path, what: &str) -> Result<String
     let out =
         hostgit::output_within(&mut git, std::time::Duration::from_secs(600)).map_err(io(dir))?;
     if !out.status.success() {
-        return Err(ContainerGitError::Git {
+        return Err(ContainerGitError::Git(GitFailed {
             dir: dir.to_path_buf(),
             args: what.to_string(),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        }));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -15,6 +15,7 @@
 //! describe (a delta whose base the pack's index does not name, which would make git inflate
 //! an object that was never measured) refuses the whole fetch-back.
 
+use crate::handoff::failure::GitFailed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -279,11 +280,11 @@ fn lacking_in_host<'a>(
     let out = crate::process::output_within_std(&mut git, Some(&input), LIST_DEADLINE)
         .map_err(io(host.work_tree))?;
     if !out.status.success() {
-        return Err(ContainerGitError::Git {
+        return Err(ContainerGitError::Git(GitFailed {
             dir: host.work_tree.to_path_buf(),
             args: "cat-file --batch-check".into(),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        }));
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()

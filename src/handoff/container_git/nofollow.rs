@@ -5,6 +5,7 @@
 //! is devcell's own and a mount point in the container (it cannot be replaced from there).
 
 use super::{ContainerGitError, Result, io};
+use crate::handoff::failure::IoFailed;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt as _;
@@ -19,10 +20,10 @@ fn open_dir(parent: Option<&OwnedFd>, name: &Path) -> std::io::Result<OwnedFd> {
 }
 
 fn invalid(path: std::path::PathBuf, why: &str) -> ContainerGitError {
-    ContainerGitError::Io {
+    ContainerGitError::Io(IoFailed {
         path,
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string()),
-    }
+    })
 }
 
 /// The folder `root/rel`, each missing folder made (mode 0755), none followed as a link.

@@ -12,6 +12,7 @@
 //!   no other host user reaches it). `<key>` is a hash of the group and the task, short enough
 //!   for a Unix socket path.
 
+use crate::handoff::failure::IoFailed;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -32,9 +33,11 @@ pub const SOCKET_NAME: &str = "mail.sock";
 const MAX_SOCKET_PATH: usize = 107;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DoorError + '_ {
-    move |source| DoorError::Io {
-        path: path.to_path_buf(),
-        source,
+    move |source| {
+        DoorError::Io(IoFailed {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 
@@ -85,13 +88,13 @@ impl SocketFolder {
             .map_err(io(&folder))?;
         let socket = folder.join(SOCKET_NAME);
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(DoorError::Io {
+            return Err(DoorError::Io(IoFailed {
                 path: socket,
                 source: std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "longer than a Unix socket path may be (107 bytes); use a shorter state folder",
                 ),
-            });
+            }));
         }
         Ok(SocketFolder { folder })
     }

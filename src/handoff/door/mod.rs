@@ -18,20 +18,15 @@ pub use commands::MailDoor;
 pub use server::{Answer, DoorHandler, DoorServer, Input, InputError, Limits};
 pub use session::{ChannelRecord, DoorRequest, OPEN_WAIT, SessionDoor};
 
+use crate::handoff::failure::IoFailed;
 use std::path::PathBuf;
 
 /// The door's host side failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DoorError {
     /// A file, folder or socket could not be made.
-    #[error("`{}`: {source}", path.display())]
-    Io {
-        /// The file, folder or socket.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(IoFailed),
     /// The group's mediator refused or failed (opening its log, registering the task).
     #[error(transparent)]
     Mail(#[from] crate::mail::MailError),
@@ -77,7 +72,7 @@ impl crate::ops::error::ProductError for DoorError {
     fn details(&self) -> serde_json::Value {
         match self {
             DoorError::Mail(e) => serde_json::json!({ "reason": e.code() }),
-            DoorError::Io { .. } => serde_json::json!({ "reason": "mail_channel_io" }),
+            DoorError::Io(_) => serde_json::json!({ "reason": "mail_channel_io" }),
             DoorError::TaskName { .. } => serde_json::json!({ "reason": "mail_task_name" }),
             DoorError::Busy { task } => {
                 serde_json::json!({ "reason": "mail_channel_busy", "task": task })
@@ -91,7 +86,7 @@ impl crate::ops::error::ProductError for DoorError {
     fn hint(&self) -> Option<String> {
         match self {
             DoorError::Mail(e) => Some(e.hint().to_string()),
-            DoorError::Io { .. } => None,
+            DoorError::Io(_) => None,
             DoorError::TaskName { .. } => {
                 Some("name this handoff's task with `--task NAME`".to_string())
             }

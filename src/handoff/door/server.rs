@@ -10,6 +10,7 @@
 //! Plain threads: one accepting, one per connection (at most [`Limits::max_connections`] at
 //! once), each read and write bounded by [`Limits::timeout`].
 
+use crate::handoff::failure::IoFailed;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -129,9 +130,11 @@ impl DoorServer {
         limits: Limits,
     ) -> Result<DoorServer, DoorError> {
         let socket = folder.socket();
-        let io = |source| DoorError::Io {
-            path: socket.clone(),
-            source,
+        let io = |source| {
+            DoorError::Io(IoFailed {
+                path: socket.clone(),
+                source,
+            })
         };
         match std::fs::remove_file(&socket) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),

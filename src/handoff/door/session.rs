@@ -11,6 +11,7 @@
 //! then is refused: it never takes over another live session's socket or ends its
 //! registration.
 
+use crate::handoff::failure::IoFailed;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -198,9 +199,11 @@ impl DoorRequest {
             .parent()
             .unwrap_or(self.folder.path())
             .join("lock");
-        let io = |source| DoorError::Io {
-            path: path.clone(),
-            source,
+        let io = |source| {
+            DoorError::Io(IoFailed {
+                path: path.clone(),
+                source,
+            })
         };
         let file = crate::ops::state_folder::open_lock_file_nofollow(&path).map_err(io)?;
         let until = Instant::now() + wait;

@@ -1,5 +1,6 @@
 //! The error of a workspace inspection ([`WorkspaceError`]), with its envelope code and hint.
 
+use crate::handoff::failure::GitFailed;
 use std::path::PathBuf;
 
 /// A failure inspecting a workspace.
@@ -37,15 +38,8 @@ pub enum WorkspaceError {
         source: std::io::Error,
     },
     /// A `git` command failed.
-    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-    Git {
-        /// The repository folder.
-        dir: PathBuf,
-        /// The arguments, space-separated (for the message only).
-        args: String,
-        /// git's standard error, trimmed.
-        stderr: String,
-    },
+    #[error(transparent)]
+    Git(GitFailed),
     /// A `.git` file or a `commondir` file could not be understood.
     #[error("`{}` is not a valid git link: {message}", path.display())]
     BadGitLink {

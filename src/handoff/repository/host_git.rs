@@ -2,6 +2,7 @@
 //! judged ([`GitPin`], [`git`]), `git status` on a private git directory
 //! ([`status_on_private_git_dir`]) and the parse of its porcelain output ([`parse_status`]).
 
+use crate::handoff::failure::GitFailed;
 use std::path::Path;
 
 use super::WorkspaceError;
@@ -36,20 +37,20 @@ pub(super) fn git(
     ) {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-            return Err(WorkspaceError::Git {
+            return Err(WorkspaceError::Git(GitFailed {
                 dir: dir.to_path_buf(),
                 args: args.join(" "),
                 stderr: e.to_string(),
-            });
+            }));
         }
         Err(source) => return Err(WorkspaceError::GitUnavailable { source }),
     };
     if !output.status.success() {
-        return Err(WorkspaceError::Git {
+        return Err(WorkspaceError::Git(GitFailed {
             dir: dir.to_path_buf(),
             args: args.join(" "),
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
+        }));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
@@ -88,10 +89,12 @@ pub(super) fn status_within(
         "--untracked-files=normal",
         "--ignore-submodules=dirty",
     ];
-    let failed = |stderr: String| WorkspaceError::Git {
-        dir: dir.to_path_buf(),
-        args: args.join(" "),
-        stderr,
+    let failed = |stderr: String| {
+        WorkspaceError::Git(GitFailed {
+            dir: dir.to_path_buf(),
+            args: args.join(" "),
+            stderr,
+        })
     };
     let private = crate::config::hostgit::PrivateGitDir::new(git_dir, common_dir, dir)
         .map_err(|e| failed(e.to_string()))?;

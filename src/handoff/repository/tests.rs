@@ -1,5 +1,6 @@
 use super::git_mounts::prune_nested;
 use super::*;
+use crate::handoff::failure::GitFailed;
 
 /// The worktree back-link rule of [`judge_git_links`] on files laid out by hand: git's
 /// own two-way layout is trusted; a one-way link, a wrong back-link or a `commondir` in a
@@ -260,11 +261,11 @@ fn errors_map_to_envelope_codes() {
     };
     assert_eq!(ambiguous.code(), ErrorCode::InvalidArgument);
     assert_eq!(ambiguous.hint().as_deref(), Some("e.g. `--primary api`"));
-    let git = WorkspaceError::Git {
+    let git = WorkspaceError::Git(GitFailed {
         dir: "/w".into(),
         args: "status".into(),
         stderr: "fatal: boom".into(),
-    };
+    });
     assert_eq!(git.code(), ErrorCode::Internal);
     assert_eq!(git.to_string(), "`git status` failed in `/w`: fatal: boom");
 }
@@ -318,7 +319,7 @@ fn a_fifo_index_ends_the_status_with_an_error_instead_of_blocking() {
         started.elapsed()
     );
     match got {
-        Err(WorkspaceError::Git { stderr, .. }) => {
+        Err(WorkspaceError::Git(GitFailed { stderr, .. })) => {
             assert!(stderr.contains("did not answer"), "{stderr}")
         }
         other => panic!("expected a git error, got {other:?}"),

@@ -36,9 +36,7 @@ fn try_begin(
 ) -> Result<SessionStart, StateError> {
     store.begin_session(
         ws,
-        agent,
-        container,
-        replace,
+        NewSession::in_container(agent, container, replace),
         probe,
         SessionProcess::current(),
     )
@@ -56,9 +54,7 @@ fn begin_with(
     store
         .begin_session(
             ws,
-            "codex",
-            container,
-            false,
+            NewSession::in_container("codex", container, false),
             &running,
             SessionProcess {
                 pid,
@@ -107,7 +103,12 @@ fn a_host_session_has_no_container_and_lives_with_its_devcell() {
         .unwrap();
     // the workspace's recorded container is not the host session's
     let host = store
-        .begin_host_session(ws.path(), "codex", false, &stopped)
+        .begin_session(
+            ws.path(),
+            NewSession::on_host("codex", false),
+            &stopped,
+            SessionProcess::current(),
+        )
         .unwrap();
     assert_eq!(host.session.container_id, None);
     assert_eq!(host.session.runtime, AgentRuntime::Host);
@@ -452,9 +453,7 @@ fn concurrent_updates_do_not_lose_sessions() {
                 store
                     .begin_session(
                         &ws,
-                        "a",
-                        None,
-                        false,
+                        NewSession::in_container("a", None, false),
                         &running,
                         SessionProcess {
                             pid: 1000 + t,

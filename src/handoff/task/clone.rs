@@ -6,6 +6,7 @@
 //! removal of the mirror cannot break it. Its configuration is git's default: no remote, no
 //! path of the host in it.
 
+use crate::handoff::failure::GitFailed;
 use std::path::Path;
 
 use super::source::Source;
@@ -62,10 +63,12 @@ fn make_inner(mirror: &Path, source: &Source, clone: &Path, branch: &str) -> Res
         "--no-dangling",
         "--no-progress",
     ])
-    .map_err(|e| TaskError::Git {
-        dir: clone.to_path_buf(),
-        args: "fsck --connectivity-only (the clone is not independent of the mirror)".into(),
-        stderr: e.to_string(),
+    .map_err(|e| {
+        TaskError::Git(GitFailed {
+            dir: clone.to_path_buf(),
+            args: "fsck --connectivity-only (the clone is not independent of the mirror)".into(),
+            stderr: e.to_string(),
+        })
     })?;
     // `GIT_DIR` set and `-C <clone>`: the clone is the work tree; no filter or hook is
     // configured in it, so checking out runs nothing

@@ -6,6 +6,7 @@
 //! fetch-back). Only that ref is written: the user's `HEAD`, index, working files and branches
 //! are untouched.
 
+use crate::handoff::failure::GitFailed;
 use std::path::Path;
 
 use super::{Result, TaskError, TaskRecord, fetched_ref_of, git, kept_ref_of};
@@ -206,21 +207,21 @@ pub fn fetch_within(record: &mut TaskRecord, budget: &FetchBudget) -> Result<Tas
             Err(e) => return Err(refused(record, e)),
         };
         if imported.is_empty() {
-            return Err(TaskError::Git {
+            return Err(TaskError::Git(GitFailed {
                 dir: record.clone.clone(),
                 args: format!("update-ref {}", record.branch),
                 stderr: format!(
                     "the branch's commit {tip} or an object it needs is missing from the clone"
                 ),
-            });
+            }));
         }
         let now = host_ref(record);
         if now.as_deref() != Some(tip.as_str()) {
-            return Err(TaskError::Git {
+            return Err(TaskError::Git(GitFailed {
                 dir: record.source.clone(),
                 args: format!("fetch {}", fetched_ref_of(&record.task)),
                 stderr: format!("the ref holds {now:?} after the fetch, not {tip}"),
-            });
+            }));
         }
         if let Some(old) = &before {
             if contains(record, tip, old) {

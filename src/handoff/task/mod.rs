@@ -106,6 +106,8 @@ pub(crate) mod test_git {
     }
 }
 
+use crate::handoff::failure::GitFailed;
+use crate::handoff::failure::IoFailed;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -269,24 +271,11 @@ pub enum TaskError {
         task: String,
     },
     /// A file could not be read or written.
-    #[error("`{}`: {source}", path.display())]
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A host `git` command failed.
-    #[error("`git {args}` failed in `{}`: {stderr}", dir.display())]
-    Git {
-        /// Where it ran.
-        dir: PathBuf,
-        /// Its arguments.
-        args: String,
-        /// git's standard error, trimmed.
-        stderr: String,
-    },
+    #[error(transparent)]
+    Io(IoFailed),
+    /// A `git` command failed.
+    #[error(transparent)]
+    Git(GitFailed),
     /// Reading the clone back failed.
     #[error(transparent)]
     FetchBack(#[from] crate::handoff::container_git::ContainerGitError),
@@ -586,9 +575,11 @@ fn listing(commits: &[String], total: Option<u64>) -> String {
 pub type Result<T, E = TaskError> = std::result::Result<T, E>;
 
 pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TaskError + '_ {
-    move |source| TaskError::Io {
-        path: path.to_path_buf(),
-        source,
+    move |source| {
+        TaskError::Io(IoFailed {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 
@@ -628,11 +619,11 @@ fn git_within(
     cmd.args(args);
     let out = hostgit::output_within(&mut cmd, deadline).map_err(io(dir))?;
     if !out.status.success() {
-        return Err(TaskError::Git {
+        return Err(TaskError::Git(GitFailed {
             dir: dir.to_path_buf(),
             args: args.join(" "),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        }));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -869,9 +860,11 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.write_all(bytes)
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(io(tmp.path()))?;
-    tmp.persist(path).map_err(|e| TaskError::Io {
-        path: path.to_path_buf(),
-        source: e.error,
+    tmp.persist(path).map_err(|e| {
+        TaskError::Io(IoFailed {
+            path: path.to_path_buf(),
+            source: e.error,
+        })
     })?;
     sync_folder(dir)
 }
@@ -911,10 +904,10 @@ pub fn load_folder(folder: &Path) -> Result<Vec<TaskRecord>> {
         .collect();
     paths.sort();
     if paths.is_empty() {
-        return Err(TaskError::Io {
+        return Err(TaskError::Io(IoFailed {
             path: repos,
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no repository record"),
-        });
+        }));
     }
     paths
         .iter()

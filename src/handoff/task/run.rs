@@ -732,7 +732,7 @@ pub fn prepare_delete(
         // one that was there before is removed too (`status --all` marks it)
         Err(
             e @ (TaskError::NoSuchTask { .. }
-            | TaskError::Io { .. }
+            | TaskError::Io(_)
             | TaskError::Refused {
                 reason: "clone_not_a_repository",
                 ..
