@@ -39,7 +39,11 @@ const REQUIRED_AT: [&str; 2] = ["initial", "prepare"];
 /// The first broken rule, in file order as far as it matters; `None` when `e` follows them.
 pub(super) fn first_violation(e: &ManagedEnvironment) -> Option<Violation> {
     non_empty_strings(e)
-        .or_else(|| e.vars.iter().find_map(|(name, def)| var_violation(name, def)))
+        .or_else(|| {
+            e.vars
+                .iter()
+                .find_map(|(name, def)| var_violation(name, def))
+        })
         .or_else(|| workspace_violation(e))
         .or_else(|| step_violation(e))
 }
@@ -58,7 +62,11 @@ fn non_empty_strings(e: &ManagedEnvironment) -> Option<Violation> {
     }
     if let Some(name) = e.container_name.as_deref().filter(|n| blank(n)) {
         let _ = name;
-        return Some(violation("containerName", "containerName", "must not be empty"));
+        return Some(violation(
+            "containerName",
+            "containerName",
+            "must not be empty",
+        ));
     }
     let lists: [(&str, &[String]); 2] = [
         ("extraExecArgs", &e.extra_exec_args),
@@ -72,16 +80,31 @@ fn non_empty_strings(e: &ManagedEnvironment) -> Option<Violation> {
     for (key, list) in lists.into_iter().chain(caps) {
         if let Some(i) = list.iter().position(|s| blank(s)) {
             let needle = key.rsplit('.').next().unwrap_or(key);
-            return Some(violation(format!("{key}[{i}]"), needle, "must not be empty"));
+            return Some(violation(
+                format!("{key}[{i}]"),
+                needle,
+                "must not be empty",
+            ));
         }
     }
     if e.env.keys().any(|k| blank(k)) {
-        return Some(violation("env", "env", "a variable's name must not be empty"));
+        return Some(violation(
+            "env",
+            "env",
+            "a variable's name must not be empty",
+        ));
     }
     for (i, m) in e.mounts.iter().enumerate() {
-        for (key, value) in [("hostPath", &m.host_path), ("containerPath", &m.container_path)] {
+        for (key, value) in [
+            ("hostPath", &m.host_path),
+            ("containerPath", &m.container_path),
+        ] {
             if blank(value) {
-                return Some(violation(format!("mounts[{i}].{key}"), key, "must not be empty"));
+                return Some(violation(
+                    format!("mounts[{i}].{key}"),
+                    key,
+                    "must not be empty",
+                ));
             }
         }
     }
@@ -101,7 +124,11 @@ fn var_violation(name: &str, def: &VarDef) -> Option<Violation> {
             format!("`{kind}` is not one of {}", VAR_TYPES.join(", ")),
         ));
     }
-    if let Some(when) = def.required_at.as_deref().filter(|w| !REQUIRED_AT.contains(w)) {
+    if let Some(when) = def
+        .required_at
+        .as_deref()
+        .filter(|w| !REQUIRED_AT.contains(w))
+    {
         return Some(violation(
             at("requiredAt"),
             "requiredAt",
@@ -121,7 +148,11 @@ fn var_violation(name: &str, def: &VarDef) -> Option<Violation> {
         }
         let mut seen = std::collections::BTreeSet::new();
         if sources.iter().any(|s| !seen.insert(s)) {
-            return Some(violation(at("sources"), "sources", "must not contain duplicates"));
+            return Some(violation(
+                at("sources"),
+                "sources",
+                "must not contain duplicates",
+            ));
         }
     }
     if kind == "enum" && def.values.as_ref().is_none_or(Vec::is_empty) {
