@@ -470,7 +470,12 @@ impl Fetcher {
                 let data = self.cached_blob(&name, digest)?;
                 return extract_into(&name, &data, dest);
             }
-            Content::Local(src) => copy_dir(src, staging.path()).map_err(io(src))?,
+            // through descriptors, never a path again: a running container of the workspace
+            // may swap a folder of it for a link to a host folder meanwhile (attack 28, F2)
+            Content::Local(src) => {
+                super::nofollow_copy::copy_tree(src, staging.path(), &LOCAL_COPY)
+                    .map_err(|e| io(&e.path)(e.source))?
+            }
         }
         let staged = staging.keep();
         std::fs::rename(&staged, dest).map_err(|e| {
@@ -911,23 +916,15 @@ fn extract_into(feature: &str, archive: &[u8], dest: &Path) -> Result<()> {
         })
 }
 
-/// Copies a local Feature folder (files, folders, symlinks as symlinks).
-fn copy_dir(src: &Path, dest: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let to = dest.join(entry.file_name());
-        if kind.is_dir() {
-            std::fs::create_dir(&to)?;
-            copy_dir(&entry.path(), &to)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &to)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &to)?;
-        }
-    }
-    Ok(())
-}
+/// How a local Feature's folder is copied ([`super::nofollow_copy`]): its folder was resolved
+/// and judged (`local_dir`, `host_path::confine_links`), so a link on its path now is a swap
+/// and is refused; links inside stay links, as they always were (spec-notes 0066, 0680).
+const LOCAL_COPY: super::nofollow_copy::CopyOptions = super::nofollow_copy::CopyOptions {
+    links: super::nofollow_copy::Links::Keep,
+    root: super::nofollow_copy::Root::Resolved,
+    dir_mode: 0o755,
+    file_mode: super::nofollow_copy::FileMode::Own,
+};
 
 #[cfg(test)]
 mod tests {
@@ -1025,6 +1022,74 @@ mod tests {
         );
         // A second fetch into the same place refuses to overwrite.
         assert!(f.fetch(&r, &dest).await.is_err());
+    }
+
+    /// Attack 28, F2: a process in the workspace's running container flips a local Feature's
+    /// sub-folder between a folder and a link to a host folder while devcell copies the
+    /// Feature. However the race falls, no host file is in the copy (a copy may fail instead).
+    /// The listing's types with copies by path put the host file in most of these copies.
+    #[tokio::test]
+    async fn a_local_feature_never_copies_a_host_folder_swapped_in_while_copying() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let base = tempfile::tempdir().unwrap();
+        let base_path = std::fs::canonicalize(base.path()).unwrap();
+        let host = base_path.join("host");
+        std::fs::create_dir(&host).unwrap();
+        std::fs::write(host.join("secret.txt"), "HOST-SECRET").unwrap();
+        let src = base_path.join("feat");
+        std::fs::create_dir_all(src.join("aaa")).unwrap();
+        for i in 0..300 {
+            std::fs::write(src.join(format!("aaa/{i}")), "x").unwrap();
+        }
+        std::fs::create_dir(src.join("sub")).unwrap();
+        std::fs::write(src.join("sub/note.txt"), "ok").unwrap();
+        std::fs::write(src.join(FEATURE_FILE), r#"{"id":"feat","version":"1.0.0"}"#).unwrap();
+        let f = Fetcher::new(FetchOptions {
+            cache_dir: Some(base_path.join("cache")),
+            offline: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let resolved = f.resolve(&FeatureSource::Local(src.clone())).await.unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flipper = {
+            let (stop, src, host) = (stop.clone(), src.clone(), host.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(src.join("sub"), src.join("sub.real"));
+                    let _ = std::os::unix::fs::symlink(&host, src.join("sub"));
+                    std::thread::yield_now();
+                    let _ = std::fs::remove_file(src.join("sub"));
+                    let _ = std::fs::rename(src.join("sub.real"), src.join("sub"));
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let mut copied = 0;
+        let mut leaked = 0;
+        for i in 0..150 {
+            let dest = base_path.join(format!("out/{i}"));
+            if f.fetch(&resolved, &dest).await.is_err() {
+                continue;
+            }
+            copied += 1;
+            if std::fs::read_to_string(dest.join("sub/secret.txt")).is_ok()
+                && !std::fs::symlink_metadata(dest.join("sub"))
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+            {
+                leaked += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert_eq!(
+            leaked, 0,
+            "a host file was copied {leaked} times of {copied}"
+        );
+        assert!(copied > 0, "no copy succeeded");
     }
 
     /// Attack 23, N14 (defence in depth): a fetcher bounded to the judged registry hosts

@@ -8,6 +8,7 @@
 //! - [`local`]: local Feature folders (`./name`).
 //! - [`lockfile`]: `devcontainer-lock.json` read/write/verify.
 //! - [`fetch`]: resolve and materialise Features (OCI, tarball, local) through the cache.
+//! - [`nofollow_copy`]: copying a repository folder through descriptors, never following a link.
 //! - [`publish`]: `features package` / `features publish`.
 //! - [`docs`]: `features generate-docs` / `templates generate-docs` pages.
 //! - [`test`](mod@test): `features test`'s tests of a collection and their workspaces.
@@ -18,6 +19,7 @@ pub mod fetch;
 pub mod local;
 pub mod lockfile;
 pub mod metadata;
+pub mod nofollow_copy;
 pub mod options;
 pub mod order;
 pub mod publish;

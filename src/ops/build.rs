@@ -159,15 +159,17 @@ pub async fn build_with(
     reporter: &dyn Reporter,
 ) -> Result<BuildResult> {
     // judged under `hardened` as `up` judges it (spec-note 0400)
+    let chosen = crate::ops::up::load_chosen(&opts.security, &opts.settings, &opts.target)?;
+    let shown_warnings = crate::ops::load::report_warnings(&chosen.loaded, reporter);
+    check_request(opts, &chosen.loaded, chosen.loaded.typed.kind())?;
+    before_reading(engine, opts, &chosen, reporter).await?;
     let crate::ops::permissions::UpChoice {
         profile,
         grants,
         network,
         loaded,
-    } = crate::ops::up::load_chosen(&opts.security, &opts.settings, &opts.target)?;
-    let shown_warnings = crate::ops::load::report_warnings(&loaded, reporter);
+    } = chosen;
     let kind = loaded.typed.kind();
-    check_request(opts, &loaded, kind)?;
     let (mut up_opts, mut early) =
         judged_build_options(opts, &loaded, (&profile, &grants), network)?;
     // the registries the build pulls from, judged as `up` judges them, before anything is
@@ -248,6 +250,34 @@ pub async fn build_with(
         merged,
         features,
     })
+}
+
+/// Before `build` reads the workspace (local Features, the build context, a Compose
+/// project's contexts), what `up` does before it reads it (attack 28, F2; spec-note 0680):
+/// the workspace's containers that [`crate::ops::quiesce::before_reading`] stops for `up` are
+/// stopped ([`crate::ops::up::stop_before_reading`]: a Compose project's sidecars left running
+/// without their primary, under `hardened`), and under `hardened` a running container devcell
+/// does not own that binds the workspace writable refuses the build
+/// ([`crate::ops::up::refuse_foreign_writers`]). The workspace's own running dev container is
+/// left running, as `up` leaves one it reuses: a user builds while working in it, and stopping
+/// it would end their processes. What it may write meanwhile is read race-free: local Features
+/// through [`crate::features::nofollow_copy`], the context through the engine's no-follow
+/// packer, the Dockerfile as the judged bytes, `devcontainer.json` no-follow; so it can change
+/// what the repository holds (as it could before the build) but never make devcell read a
+/// host file.
+///
+/// Errors: [`crate::ops::quiesce::NotStopped`],
+/// [`crate::security::SecurityError::ForeignWriter`]; the engine's.
+async fn before_reading(
+    engine: &dyn Engine,
+    opts: &BuildOptions,
+    chosen: &crate::ops::permissions::UpChoice,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    crate::ops::up::stop_before_reading(engine, &opts.target, chosen, false, reporter).await?;
+    let id_labels = id_labels(&opts.target, &chosen.loaded);
+    crate::ops::up::refuse_foreign_writers(engine, &chosen.profile, &chosen.loaded, &id_labels)
+        .await
 }
 
 /// Tags image `image_id` with each `--image-name`, or with the configuration's default name

@@ -161,22 +161,19 @@ fn run(mut git: std::process::Command, what: &str) -> std::result::Result<(), St
 }
 
 /// Copies the folders and regular files below `from` (git's fresh clone) into `to`, modes
-/// 0755 and 0644; anything else (a link) is left out.
+/// 0755 and 0644; anything else (a link) is left out. Through descriptors, as every copy of a
+/// repository's tree ([`crate::features::nofollow_copy`], spec-note 0680): nothing below
+/// `from` is followed.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            std::fs::DirBuilder::new().mode(0o755).create(&target)?;
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644))?;
-        }
-    }
-    Ok(())
+    use crate::features::nofollow_copy::{CopyOptions, FileMode, Links, Root};
+    let options = CopyOptions {
+        links: Links::Skip,
+        root: Root::AsGiven,
+        dir_mode: 0o755,
+        file_mode: FileMode::Fixed(0o644),
+    };
+    crate::features::nofollow_copy::copy_tree(from, to, &options)
+        .map_err(|e| std::io::Error::new(e.source.kind(), e.to_string()))
 }
 
 /// Removes everything inside `folder` (not following links), keeping the folder.

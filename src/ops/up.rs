@@ -128,7 +128,14 @@ pub(crate) async fn up_with_check(
     crate::ops::load::report_warnings(&chosen.loaded, reporter);
     // nothing of the workspace runs while it is read, when a container will be started or
     // created (attacks P2, P5, P7)
-    stop_before_reading(engine, opts, &chosen, reporter).await?;
+    stop_before_reading(
+        engine,
+        &opts.target,
+        &chosen,
+        opts.remove_existing_container,
+        reporter,
+    )
+    .await?;
     // what a process left running made since the last command is not the user's (attack O1)
     let moved_before = crate::ops::workspace_git::before_up(&chosen)?;
     // the workspace's git directories read-only under `hardened` (spec-note 0446)
@@ -161,21 +168,23 @@ pub(crate) async fn up_with_check(
     Ok(result)
 }
 
-/// Stops the workspace's containers before `up` reads the workspace, when it will start or
-/// create one ([`crate::ops::quiesce::before_reading`]), said as a status line.
+/// Stops the workspace's containers before `up` (or `build`, spec-note 0680) reads the
+/// workspace, when it will start or create one ([`crate::ops::quiesce::before_reading`];
+/// `remove_existing`: `--remove-existing-container`), said as a status line.
 ///
 /// Errors: [`crate::ops::quiesce::NotStopped`] (nothing was read, judged or created).
-async fn stop_before_reading(
+pub(crate) async fn stop_before_reading(
     engine: &dyn Engine,
-    opts: &UpOptions,
+    target: &crate::ops::options::TargetOptions,
     chosen: &UpChoice,
+    remove_existing: bool,
     reporter: &dyn Reporter,
 ) -> Result<()> {
-    let id_labels = id_labels(&opts.target, &chosen.loaded);
+    let id_labels = id_labels(target, &chosen.loaded);
     let when = (
         chosen.loaded.typed.kind() == ConfigKind::Compose,
         matches!(chosen.profile, SecurityProfile::Hardened(_)),
-        opts.remove_existing_container,
+        remove_existing,
     );
     let stopped = crate::ops::quiesce::before_reading(engine, &id_labels, when).await?;
     if stopped > 0 {
@@ -193,7 +202,7 @@ async fn stop_before_reading(
 /// swap what was judged before the engine uses it, and devcell cannot stop it.
 ///
 /// Errors: [`crate::security::SecurityError::ForeignWriter`]; the engine's.
-async fn refuse_foreign_writers(
+pub(crate) async fn refuse_foreign_writers(
     engine: &dyn Engine,
     profile: &SecurityProfile,
     loaded: &LoadedConfiguration,

@@ -112,10 +112,10 @@ pub enum SecurityError {
     /// Under `hardened`, a running container devcell does not own binds the workspace (the
     /// folder or one inside it, or, for a container that runs a repository's code, a folder
     /// above it) writable: it could swap a folder devcell judged for a link to a host folder
-    /// before the engine mounts it (attack 24, O4; attack 26, Q1; spec-note 0478). Nothing
-    /// was created.
+    /// before the engine mounts it (attack 24, O4; attack 26, Q1; spec-note 0478), or one
+    /// `build` reads (attack 28, F2; spec-note 0680). Nothing was created or built.
     #[error(
-        "refusing to bring up the dev container under the `hardened` profile: {} devcell does not own can write the workspace `{}` ({}); it could replace a file or folder devcell judged (a bind source, the Dockerfile) with a link to a host folder or other text before the engine uses it",
+        "refusing to bring up or build the dev container under the `hardened` profile: {} devcell does not own can write the workspace `{}` ({}); it could replace a file or folder devcell judged (a bind source, the Dockerfile) with a link to a host folder or other text before the engine uses it",
         if containers.len() == 1 { "a running container" } else { "running containers" },
         workspace.display(),
         containers.join(", ")
@@ -282,7 +282,7 @@ impl Hint for SecurityError {
                 "point the path at a folder devcell can read, without going through /proc or /dev/fd (a link loop, too many links, or a folder devcell cannot search cannot be judged, so it is never mounted or read)".to_string(),
             ),
             SecurityError::ForeignWriter { .. } => Some(
-                "stop that container (`docker stop <name>`), or make its bind of the workspace read-only, then run `up` again; or use `--security-profile reference`".to_string(),
+                "stop that container (`docker stop <name>`), or make its bind of the workspace read-only, then run the command again; or use `--security-profile reference`".to_string(),
             ),
             SecurityError::InvalidEgressRequest { .. } => Some(
                 "write `\"customizations\": {\"devcell\": {\"egress\": [\"api.example.test\", \"web.example.test:8080\"]}}`: each entry `host[:port][=address]`, a request the user grants with `--allow egress:DEST`".to_string(),

@@ -71,31 +71,22 @@ fn rename_copy(dir: &Path, folder: &str) -> Result<(), TestError> {
 }
 
 /// Copies the folder `from` into the existing folder `to`: files (with `file_mode`, or
-/// their own mode made readable by all), folders (0755) and links as links.
+/// their own mode made readable by all), folders (0755) and links as links, through
+/// descriptors ([`crate::features::nofollow_copy`]): a folder of the collection swapped for a
+/// link to a host folder while it is copied is copied as that link, never followed (attack 28,
+/// F2's remainder). `from` itself is the user's folder, opened as given.
 fn copy_tree(from: &Path, to: &Path, file_mode: Option<u32>) -> Result<(), TestError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| TestError::Io { path, source }
+    use crate::features::nofollow_copy::{CopyOptions, FileMode, Links, Root};
+    let options = CopyOptions {
+        links: Links::Keep,
+        root: Root::AsGiven,
+        dir_mode: 0o755,
+        file_mode: file_mode.map_or(FileMode::OwnReadableByAll, FileMode::Fixed),
     };
-    for entry in std::fs::read_dir(from).map_err(io(from))? {
-        let entry = entry.map_err(io(from))?;
-        let source = entry.path();
-        let target = to.join(entry.file_name());
-        let kind = entry.file_type().map_err(io(&source))?;
-        if kind.is_symlink() {
-            let link = std::fs::read_link(&source).map_err(io(&source))?;
-            std::os::unix::fs::symlink(link, &target).map_err(io(&target))?;
-        } else if kind.is_dir() {
-            std::fs::create_dir(&target).map_err(io(&target))?;
-            set_mode(&target, 0o755)?;
-            copy_tree(&source, &target, file_mode)?;
-        } else if kind.is_file() {
-            std::fs::copy(&source, &target).map_err(io(&source))?;
-            let own = entry.metadata().map_err(io(&source))?.permissions().mode();
-            set_mode(&target, file_mode.unwrap_or(own & 0o777 | 0o444))?;
-        }
-    }
-    Ok(())
+    crate::features::nofollow_copy::copy_tree(from, to, &options).map_err(|e| TestError::Io {
+        path: e.path,
+        source: e.source,
+    })
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), TestError> {

@@ -565,4 +565,35 @@ fn a_container_whose_image_carries_this_workspaces_labels_is_not_reused() {
     let (code, out, err) = ctx.sh("cat /iam 2>/dev/null || echo own");
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "own", "exec ran in the impostor");
+
+/// Attack 28, F2 (spec-note 0680): `build` read the workspace (local Features, the context)
+/// with no writer check, while a running container could swap a folder of it for a link to a
+/// host folder. A hardened `build` now checks what `up` checks before it reads: a running
+/// container devcell does not own that binds the workspace writable refuses it, naming the
+/// container, before anything is built or tagged.
+#[test]
+fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_build() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::{assert_refused_for_writer, docker, start_writer};
+    let Some(ctx) = TestContext::busybox("build_foreign_writer") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let token = crate::support::run_token();
+    let name = format!("devcell-test-foreign-build-{token}");
+    let tag = format!("devcell-test/foreign-build:{token}");
+    ctx.cleanup().container(&name);
+    ctx.cleanup().image(&tag);
+    let ctx = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = ctx.path().display().to_string();
+    start_writer(&name, &format!("{ws}:/w"), &[]);
+    let run = ctx.run("build", &["--image-name", &tag]);
+    assert_refused_for_writer(&run, &name);
+    let (tagged, _) = docker(&["image", "inspect", &tag]);
+    assert!(!tagged, "the image was tagged");
+    // the same build once the writer is gone
+    let (ok, out) = docker(&["rm", "-f", &name]);
+    assert!(ok, "{out}");
+    let run = ctx.run("build", &["--image-name", &tag]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 }
