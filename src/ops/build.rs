@@ -257,7 +257,8 @@ pub async fn build_with(
 /// the workspace's containers that [`crate::ops::quiesce::before_reading`] stops for `up` are
 /// stopped ([`crate::ops::up::stop_before_reading`]: a Compose project's sidecars left running
 /// without their primary, under `hardened`), and under `hardened` a running container devcell
-/// does not own that binds the workspace writable refuses the build
+/// does not own (any but the workspace's own, as the lookup finds it) that binds the workspace
+/// writable refuses the build
 /// ([`crate::ops::up::refuse_foreign_writers`]). The workspace's own running dev container is
 /// left running, as `up` leaves one it reuses: a user builds while working in it, and stopping
 /// it would end their processes. What it may write meanwhile is read race-free: local Features
@@ -275,8 +276,18 @@ async fn before_reading(
     reporter: &dyn Reporter,
 ) -> Result<()> {
     crate::ops::up::stop_before_reading(engine, &opts.target, chosen, false, reporter).await?;
+    // the workspace's own dev container, as the lookup finds it (binding the workspace, its
+    // labels set at creation: spec-note 0671), is the one writer left running
     let id_labels = id_labels(&opts.target, &chosen.loaded);
-    crate::ops::up::refuse_foreign_writers(engine, &chosen.profile, &chosen.loaded, &id_labels)
+    let expected = crate::ops::target::expected_workspace(&opts.target, &chosen.loaded);
+    let own = crate::ops::target::find_container(
+        engine,
+        &id_labels,
+        expected.as_deref(),
+        &mut Vec::new(),
+    )
+    .await?;
+    crate::ops::up::refuse_foreign_writers(engine, &chosen.profile, &chosen.loaded, own.as_ref())
         .await
 }
 

@@ -565,6 +565,7 @@ fn a_container_whose_image_carries_this_workspaces_labels_is_not_reused() {
     let (code, out, err) = ctx.sh("cat /iam 2>/dev/null || echo own");
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "own", "exec ran in the impostor");
+}
 
 /// Attack 28, F2 (spec-note 0680): `build` read the workspace (local Features, the context)
 /// with no writer check, while a running container could swap a folder of it for a link to a
