@@ -15,6 +15,10 @@ use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::error::Result;
 use crate::settings::Settings;
 
+/// A git entry still in quarantine, as [`StatusResult::quarantined_git`] lists it (the
+/// terminal names it through here: it does not reach below `handoff`).
+pub use crate::security::git_quarantine::StillQuarantined;
+
 /// Inputs of [`status`].
 #[derive(Debug, Clone, Default)]
 pub struct StatusOptions {

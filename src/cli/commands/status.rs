@@ -335,7 +335,7 @@ fn session_and_repo_lines(s: &mut String, r: &StatusResult) {
 
 /// One git entry still in quarantine (spec-note 0661): where it was, where it is, when, and
 /// what to do.
-fn quarantine_line(q: &crate::security::git_quarantine::StillQuarantined) -> String {
+fn quarantine_line(q: &crate::handoff::status::StillQuarantined) -> String {
     format!(
         "quarantined git `{}` (made in the workspace by the container; moved by devcell at {}) is at `{}`: check it there; if it is yours, move it back and accept it with `--allow created-git:{}`",
         q.path,
@@ -412,7 +412,7 @@ mod tests {
 
     #[test]
     fn a_quarantined_entry_says_where_it_was_where_it_is_and_when() {
-        let q = crate::security::git_quarantine::StillQuarantined {
+        let q = crate::handoff::status::StillQuarantined {
             path: "src/.git".into(),
             moved_to: "/s/quarantine/1-2/src/.git".into(),
             at: "2026-12-05T20:00:00Z".into(),
