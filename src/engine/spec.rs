@@ -320,6 +320,10 @@ pub struct ContainerInfo {
     pub networks: Vec<String>,
     /// `HostConfig` security fields.
     pub host: HostSecurity,
+    /// The host pid of its init process while it runs (`State.Pid`; `None` when stopped or
+    /// not reported): devcell reads what the engine mounted through `/proc/<pid>/root`
+    /// (spec-note 0663).
+    pub pid: Option<u32>,
 }
 
 /// A mount as reported by `docker inspect` (`Mounts[]`).

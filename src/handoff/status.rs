@@ -15,6 +15,10 @@ use crate::names::LOCAL_FOLDER_LABEL;
 use crate::ops::error::Result;
 use crate::settings::Settings;
 
+/// A git entry still in quarantine, as [`StatusResult::quarantined_git`] lists it (the
+/// terminal names it through here: it does not reach below `handoff`).
+pub use crate::security::git_quarantine::StillQuarantined;
+
 /// Inputs of [`status`].
 #[derive(Debug, Clone, Default)]
 pub struct StatusOptions {
@@ -156,6 +160,12 @@ pub struct StatusResult {
     /// 0525): name, container, cleanup policy, key, and members with whether each is live.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<crate::handoff::group::GroupStatus>,
+    /// The git entries devcell moved aside from this workspace (a `.git` or a git directory
+    /// the container or a hook created: `security::git_quarantine`) that are still where it
+    /// moved them: where each was, where it is, when (spec-note 0661). The move is said once,
+    /// as a warning of the command that made it; this lists it until the user acts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quarantined_git: Vec<crate::security::git_quarantine::StillQuarantined>,
 }
 
 impl StatusResult {
@@ -299,7 +309,25 @@ pub async fn status_with(
         escalations: mail.escalations,
         external_containers: external_statuses(engine, state.as_ref()).await,
         groups: crate::handoff::group::statuses(store.root(), &ws.root),
+        quarantined_git: quarantined(store.root(), &ws.root),
     })
+}
+
+/// The entries still quarantined from `workspace`, recorded below the state root `state_root`
+/// (a handoff's quarantine) and below the default one (`up`, `set-up`, `run-user-commands`
+/// write theirs there) when it is another folder.
+fn quarantined(
+    state_root: &std::path::Path,
+    workspace: &std::path::Path,
+) -> Vec<crate::security::git_quarantine::StillQuarantined> {
+    use crate::security::git_quarantine::still_present;
+    let mut out = still_present(state_root, workspace);
+    if let Some(default) = crate::ops::state_folder::default_root()
+        && default != state_root
+    {
+        out.extend(still_present(&default, workspace));
+    }
+    out
 }
 
 /// The external containers the sessions name, as the engine reports them (one it no longer
@@ -474,4 +502,41 @@ fn repo_statuses(ws: &repository::Workspace) -> Vec<RepoStatus> {
             error: r.git_error.clone(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Spec-note 0661: a git entry devcell moved aside from the workspace is listed by
+    /// `status` (and in its JSON, `quarantinedGit`) while it is still in quarantine; once
+    /// the user moved it back, no more.
+    #[tokio::test]
+    async fn status_lists_what_is_still_in_quarantine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("src/.git")).unwrap();
+        let state = tmp.path().join("state");
+        let into = crate::security::git_quarantine::folder_in(&state);
+        crate::security::git_quarantine::quarantine_new(
+            &ws,
+            &std::collections::BTreeSet::new(),
+            &|_| false,
+            Some(&into),
+        );
+        let opts = StatusOptions {
+            workspace_folder: ws.clone(),
+            state_root: Some(state.clone()),
+            ..StatusOptions::default()
+        };
+        let r = status_with(None, &opts).await.unwrap();
+        assert_eq!(r.quarantined_git.len(), 1, "{:?}", r.quarantined_git);
+        assert_eq!(r.quarantined_git[0].path, "src/.git");
+        assert_eq!(r.quarantined_git[0].moved_to, into.join("src/.git"));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["quarantinedGit"][0]["path"], "src/.git", "{json}");
+        std::fs::rename(into.join("src/.git"), ws.join("src/.git")).unwrap();
+        let r = status_with(None, &opts).await.unwrap();
+        assert!(r.quarantined_git.is_empty(), "{:?}", r.quarantined_git);
+    }
 }

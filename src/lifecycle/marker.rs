@@ -108,6 +108,28 @@ d="${DEVCELL_RUNNING_FOLDER:-${DEVCELL_MARKER_FOLDER:-$HOME/.devcontainer}/runni
 if mkdir -p "$d" 2>/dev/null && read -r l < /proc/$$/stat; then printf '%s %s\n' $$ "$(st ${l##*) })" > "$f" 2>/dev/null; fi
 "$@"; rc=$?; rm -f "$f"; [ -n "$DEVCELL_RUNNING_FOLDER" ] || rmdir "$d" 2>/dev/null; exit $rc"#;
 
+/// Environment variable carrying a token unique to one run of [`REAP_SCRIPT`]: every process
+/// of that run inherits it, so [`STOP_REAP_SCRIPT`] can find them when the run is past its
+/// deadline (spec-note 0662).
+pub const REAP_TOKEN_ENV: &str = "DEVCELL_REAP_TOKEN";
+
+/// Environment variable naming, to [`STOP_REAP_SCRIPT`], the token of the run to stop (another
+/// name than [`REAP_TOKEN_ENV`], so the stopping script and its children never match it).
+pub const REAP_STOP_ENV: &str = "DEVCELL_REAP_STOP";
+
+/// `/bin/sh` script `SIGKILL`ing every process whose environment holds
+/// `DEVCELL_REAP_TOKEN=$DEVCELL_REAP_STOP` (a [`REAP_SCRIPT`] run past its deadline and what it
+/// started), as far as `/proc` shows them to the hooks' user; prints `killed <n>` and exits 0
+/// when it killed any (spec-note 0662). Uses `tr` and `grep` beside the shell's built-ins.
+pub const STOP_REAP_SCRIPT: &str = r#"t="DEVCELL_REAP_TOKEN=$DEVCELL_REAP_STOP"; n=0
+[ -n "$DEVCELL_REAP_STOP" ] || exit 2
+for e in /proc/[0-9]*/environ; do
+  p=${e#/proc/}; p=${p%/environ}
+  [ "$p" = "$$" ] && continue
+  if tr '\000' '\n' < "$e" 2>/dev/null | grep -qxF "$t"; then kill -KILL "$p" 2>/dev/null && n=$((n+1)); fi
+done
+echo "killed $n"; [ "$n" -gt 0 ]"#;
+
 /// `/bin/sh` script run before a bring-up's first container hook (spec-note 0423): for each
 /// pid file [`HOOK_WRAPPER_SCRIPT`] left behind whose process is still the one recorded (same
 /// start time, so a reused pid is never signalled), sends `SIGTERM` to its process group,
@@ -212,6 +234,33 @@ mod tests {
             .unwrap();
         assert!(output.status.success(), "{output:?}");
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Spec-note 0662: the stop of a reap past its deadline kills the processes carrying the
+    /// reap's token, and only those.
+    #[test]
+    fn the_stop_script_kills_the_processes_of_one_reap_only() {
+        let spawn = |token: &str| {
+            std::process::Command::new("/bin/sh")
+                .args(["-c", "exec sleep 1000"]) // one process: nothing outlives the test
+                .env(REAP_TOKEN_ENV, token)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let mut this = spawn("tok-1");
+        let mut other = spawn("tok-12");
+        let out = run_script(STOP_REAP_SCRIPT, [(REAP_STOP_ENV, "tok-1")]);
+        assert!(out.starts_with("killed "), "{out}");
+        let status = this.wait().unwrap();
+        assert!(!status.success(), "{status:?}");
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "another token's process was killed"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 
     #[test]

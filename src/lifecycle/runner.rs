@@ -6,7 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
@@ -179,7 +179,7 @@ pub async fn run_stages<E: HookExecutor>(
         && !context.new_container
         && stages.iter().any(|s| !s.commands.is_empty())
     {
-        reap_left_behind(executor, context, reporter).await?;
+        reap_left_behind(executor, context, reporter, REAP_DEADLINE).await?;
     }
     let existing = if stages
         .iter()
@@ -389,22 +389,67 @@ async fn run_script<E: HookExecutor>(
     Ok((code, capture.into_lines()))
 }
 
+/// How long devcell waits for [`marker::REAP_SCRIPT`] before it stops waiting (spec-note
+/// 0662). The script gives each process group it stops up to 10 s before `SIGKILL`, so 30 s
+/// lets it stop three stubborn groups (more than one interrupted bring-up leaves: one stage's
+/// commands); a container whose shell never ends (a hostile image's `/bin/sh`, a pid file
+/// naming a process that survives `SIGKILL`) no longer holds `up` for ever.
+pub const REAP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long the stop of a reap past its deadline ([`marker::STOP_REAP_SCRIPT`]) is waited for,
+/// at most (never longer than the reap's own deadline): it only reads `/proc` and kills.
+const REAP_STOP_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Runs [`marker::REAP_SCRIPT`] as the hooks' user: hook process groups a killed devcell left
-/// behind are stopped (each one a status line). A reap that cannot run is a status line, not
-/// an error: the hooks then run as before.
+/// behind are stopped (each one a status line). A reap that cannot run, or does not end within
+/// `deadline`, is a status line, not an error: the hooks then run as before, beside anything
+/// left running (what the reap is for is tidiness inside the container, not a guarantee: the
+/// container's processes are its own either way; spec-note 0662). Past the deadline, devcell
+/// kills the reap's processes ([`marker::STOP_REAP_SCRIPT`]) when it can, and says whether it
+/// could.
 async fn reap_left_behind<E: HookExecutor>(
     executor: &E,
     context: &HookContext,
     reporter: &dyn Reporter,
+    deadline: Duration,
 ) -> Result<()> {
     let Some(markers) = context.markers.as_ref() else {
         return Ok(());
     };
-    let env = markers.env().into_iter().collect();
-    let (code, lines) = run_script(executor, marker::REAP_SCRIPT, context, env, || {
+    let token = reap_token();
+    let mut env: HookEnv = markers.env().into_iter().collect();
+    env.0
+        .insert(marker::REAP_TOKEN_ENV.to_string(), token.clone());
+    let reap = run_script(executor, marker::REAP_SCRIPT, context, env, || {
         "the check for hooks left running".to_string()
-    })
-    .await?;
+    });
+    let Ok(reaped) = tokio::time::timeout(deadline, reap).await else {
+        let stop_env: HookEnv = [(marker::REAP_STOP_ENV, token.as_str())]
+            .into_iter()
+            .collect();
+        let stop = run_script(
+            executor,
+            marker::STOP_REAP_SCRIPT,
+            context,
+            stop_env,
+            || "stopping the check for hooks left running".to_string(),
+        );
+        let stopped = matches!(
+            tokio::time::timeout(deadline.min(REAP_STOP_DEADLINE), stop).await,
+            Ok(Ok((0, _)))
+        );
+        reporter.report(Event::Status(format!(
+            "warning: the check for hooks left running by an interrupted devcell did not end within {} s ({}); the hooks run now, beside anything still running from before",
+            deadline.as_secs_f32(),
+            if stopped {
+                "devcell stopped it"
+            } else {
+                "devcell could not stop it: it may still run in the container"
+            }
+        )));
+        return Ok(());
+    };
+    let (code, lines) = reaped?;
     for line in lines {
         if let Some(id) = line.strip_prefix("stopped ") {
             reporter.report(Event::Status(format!(
@@ -418,6 +463,15 @@ async fn reap_left_behind<E: HookExecutor>(
         )));
     }
     Ok(())
+}
+
+/// A token unique to one reap run (this process's id and the time), for
+/// [`marker::REAP_TOKEN_ENV`].
+fn reap_token() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}", std::process::id())
 }
 
 /// The markers of an explicit marker folder read by the executor without a process; `None`
@@ -759,6 +813,78 @@ pub(super) mod tests {
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0);
             Ok(code)
+        }
+    }
+
+    /// An executor whose execs never end (a container whose shell never returns), but for
+    /// [`marker::STOP_REAP_SCRIPT`] when `stops`, which exits 0.
+    #[derive(Default)]
+    struct NeverEnds {
+        requests: Mutex<Vec<ExecRequest>>,
+        stops: bool,
+    }
+
+    impl HookExecutor for NeverEnds {
+        async fn exec(
+            &self,
+            request: &ExecRequest,
+            _output: &dyn Reporter,
+        ) -> std::result::Result<i64, crate::lifecycle::ExecutorError> {
+            self.requests.lock().unwrap().push(request.clone());
+            if self.stops
+                && request.argv.last().map(String::as_str) == Some(marker::STOP_REAP_SCRIPT)
+            {
+                return Ok(0);
+            }
+            std::future::pending().await
+        }
+    }
+
+    /// Spec-note 0662: a reap script that never ends no longer holds the bring-up: past its
+    /// deadline devcell runs the stop script for that reap's token and goes on with a status
+    /// line saying whether it could stop it.
+    #[tokio::test]
+    async fn a_reap_that_never_ends_is_given_up_at_its_deadline() {
+        for stops in [false, true] {
+            let executor = NeverEnds {
+                stops,
+                ..NeverEnds::default()
+            };
+            let mut ctx = context();
+            ctx.markers = Some(markers());
+            let lines = Lines::default();
+            let reaped = tokio::time::timeout(
+                Duration::from_secs(60),
+                reap_left_behind(&executor, &ctx, &lines, Duration::from_millis(50)),
+            )
+            .await;
+            assert!(matches!(reaped, Ok(Ok(()))), "it returned: {reaped:?}");
+            let requests = executor.requests.lock().unwrap();
+            assert_eq!(requests.len(), 2, "{requests:?}");
+            assert_eq!(
+                requests[0].argv.last().map(String::as_str),
+                Some(marker::REAP_SCRIPT)
+            );
+            assert_eq!(
+                requests[1].argv.last().map(String::as_str),
+                Some(marker::STOP_REAP_SCRIPT)
+            );
+            let token = &requests[0].env.0[marker::REAP_TOKEN_ENV];
+            assert_eq!(&requests[1].env.0[marker::REAP_STOP_ENV], token);
+            let said = lines.texts(|e| match e {
+                Event::Status(s) => Some(s),
+                _ => None,
+            });
+            let expected = if stops {
+                "devcell stopped it"
+            } else {
+                "devcell could not stop it"
+            };
+            assert!(
+                said.iter()
+                    .any(|l| l.contains("did not end within") && l.contains(expected)),
+                "{said:?}"
+            );
         }
     }
 

@@ -418,6 +418,7 @@ impl OpsError {
                 | SecurityError::UncoveredGit { .. }
                 | SecurityError::ForeignWriter { .. },
             ) => ErrorCode::PermissionRequired,
+            OpsError::Security(SecurityError::MountMismatch { .. }) => ErrorCode::ContainerFailed,
             OpsError::Security(_) => ErrorCode::ConfigInvalid,
             OpsError::SecretsFile { .. }
             | OpsError::AdditionalFeatures { .. }

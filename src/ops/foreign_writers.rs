@@ -55,7 +55,11 @@ pub(crate) async fn refuse_foreign_writers(
         let name = c.names.first().cloned().unwrap_or_default();
         let short = &c.id[..12.min(c.id.len())];
         let above = runs_repository_code(&c.labels);
-        let devices = bind_backed_devices(engine, &info.mounts).await?;
+        let devices = crate::security::volumes::bind_backed_devices(
+            engine,
+            info.mounts.iter().filter(|m| m.rw),
+        )
+        .await?;
         found.extend(
             writable_binds_of(&workspace, &info.mounts, &devices, above)
                 .into_iter()
@@ -79,31 +83,6 @@ fn runs_repository_code(labels: &BTreeMap<String, String>) -> bool {
     labels
         .keys()
         .any(|k| crate::names::is_identity_label(k) || k == crate::engine::compose::PROJECT_LABEL)
-}
-
-/// The host folder each writable named volume among `mounts` binds, by volume name, for the
-/// bind-backed ones (`driver_opts` `o: bind`, `device`; [`crate::security::volumes::classify`]):
-/// such a volume writes its `device` as a bind does (attack 27, R1). One inspect per writable
-/// named volume.
-///
-/// Errors: the engine's.
-async fn bind_backed_devices(
-    engine: &dyn Engine,
-    mounts: &[MountInfo],
-) -> Result<BTreeMap<String, String>> {
-    use crate::security::volumes::{VolumeUse, classify};
-    let mut devices = BTreeMap::new();
-    for name in mounts
-        .iter()
-        .filter(|m| m.kind == "volume" && m.rw)
-        .filter_map(|m| m.name.as_ref())
-    {
-        let info = engine.inspect_volume(name).await?;
-        if let VolumeUse::BindBacked(device) = classify(info.as_ref(), Path::new("")) {
-            devices.insert(name.clone(), device);
-        }
-    }
-    Ok(devices)
 }
 
 /// The sources of `mounts` that are writable binds (or bind-backed named volumes, their host

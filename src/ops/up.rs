@@ -707,6 +707,7 @@ async fn create_new(
         .start_container(&id)
         .await
         .map_err(|e| OpsError::from(e).in_container(&id))?;
+    check_workspace_mount(engine, &id, &judged.spec, loaded, warnings, reporter).await?;
     let started = Started {
         id: &id,
         container_user: judged.container_user.as_deref(),
@@ -722,6 +723,88 @@ async fn create_new(
         permissions: judged.permissions,
         label_host_env,
     })
+}
+
+/// After the start and before any hook (spec-note 0663): the container's workspace mount (the
+/// bind of `spec` at the configuration's workspace target) must be the folder devcell judged,
+/// by (`st_dev`, `st_ino`) seen through the container's init process
+/// ([`security::mounted::check`]). Said as a status line when it holds; when the container's
+/// root is not reachable from here (rootless engine, another machine), a warning, once; on a
+/// difference the container is removed and `up` refused.
+///
+/// Errors: [`crate::security::SecurityError::MountMismatch`]; the engine's, inspecting.
+async fn check_workspace_mount(
+    engine: &dyn Engine,
+    id: &str,
+    spec: &ContainerSpec,
+    loaded: &LoadedConfiguration,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<()> {
+    let Some(workspace) = loaded.workspace_mount()? else {
+        return Ok(());
+    };
+    let Some(source) = spec
+        .mounts
+        .iter()
+        .find(|m| m.kind == crate::engine::MountKind::Bind && m.target == workspace.target)
+        .and_then(|m| m.source.as_deref())
+    else {
+        return Ok(());
+    };
+    let judged = security::host_path::resolve(std::path::Path::new(source))
+        .unwrap_or_else(|_| std::path::PathBuf::from(source));
+    let pid = engine
+        .inspect_container(id)
+        .await
+        .map_err(|e| OpsError::from(e).in_container(id))?
+        .and_then(|i| i.pid);
+    let checked = match pid {
+        Some(pid) => security::mounted::check(pid, &judged, &workspace.target),
+        None => Ok(security::mounted::MountCheck::Skipped(
+            "the engine reported no process id".to_string(),
+        )),
+    };
+    let refuse = |detail: String| -> OpsError {
+        crate::security::SecurityError::MountMismatch {
+            workspace: judged.clone(),
+            target: workspace.target.clone(),
+            detail,
+        }
+        .into()
+    };
+    match checked {
+        Ok(security::mounted::MountCheck::Same) => {
+            reporter.report(Event::Status(format!(
+                "workspace mount checked: `{}` is `{}`",
+                workspace.target,
+                judged.display()
+            )));
+            Ok(())
+        }
+        Ok(security::mounted::MountCheck::Skipped(why)) => {
+            let message = format!(
+                "the workspace mount was not checked after the start (the container's root is not reachable from here: {why})"
+            );
+            reporter.report(Event::Status(format!("warning: {message}")));
+            warnings.push(Warning {
+                location: None,
+                message,
+            });
+            Ok(())
+        }
+        Ok(security::mounted::MountCheck::Different { judged: j, mounted }) => {
+            let _ = engine.remove_container(id, true).await;
+            Err(refuse(format!(
+                "device:inode {}:{} mounted, {}:{} judged",
+                mounted.0, mounted.1, j.0, j.1
+            )))
+        }
+        Err(why) => {
+            let _ = engine.remove_container(id, true).await;
+            Err(refuse(why))
+        }
+    }
 }
 
 /// The host requirements (`hostRequirements`) this host does not meet, as warnings.

@@ -126,6 +126,21 @@ pub enum SecurityError {
         /// Each container, `<name> (<id>) binds <host path>`.
         containers: Vec<String>,
     },
+    /// After the start, the container's workspace mount is not the folder devcell judged (or
+    /// cannot be compared inside a reachable root): the container was removed (spec-note
+    /// 0663).
+    #[error(
+        "refusing the dev container: its workspace mount `{target}` is not the folder devcell judged, `{}` ({detail}); the container was removed",
+        workspace.display()
+    )]
+    MountMismatch {
+        /// The judged host folder.
+        workspace: std::path::PathBuf,
+        /// The mount's target in the container.
+        target: String,
+        /// What differed.
+        detail: String,
+    },
     /// The repository's `customizations.devcell.egress` is not a list of destinations.
     #[error("devcontainer.json `{property}`: {message}")]
     InvalidEgressRequest {
@@ -280,6 +295,9 @@ impl Hint for SecurityError {
             }),
             SecurityError::PathUnresolvable { .. } => Some(
                 "point the path at a folder devcell can read, without going through /proc or /dev/fd (a link loop, too many links, or a folder devcell cannot search cannot be judged, so it is never mounted or read)".to_string(),
+            ),
+            SecurityError::MountMismatch { .. } => Some(
+                "something replaced the workspace folder (or a folder on its path) between devcell's judgement and the engine's mount: check what runs beside the workspace, then run `up` again".to_string(),
             ),
             SecurityError::ForeignWriter { .. } => Some(
                 "stop that container (`docker stop <name>`), or make its bind of the workspace read-only, then run the command again; or use `--security-profile reference`".to_string(),

@@ -18,6 +18,11 @@
 //! quarantine. When the state folder is on another file system than the workspace (a rename
 //! cannot cross it), the entry is renamed in its own folder to
 //! `<name>.devcell-quarantine-<stamp>`, a name git never reads by itself.
+//!
+//! Each quarantine that moved something is recorded beside its folder,
+//! `<state>/quarantine/<stamp>.json` ([`Record`]: the workspace, when, each entry and where it
+//! went), so `status` can list what is still there for a workspace ([`still_present`]) to a
+//! user who missed the one-time warning (spec-note 0661).
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -29,7 +34,7 @@ use rustix::fs::{Mode, OFlags};
 use crate::security::git_entries::{self, EntryKind};
 
 /// One git entry moved aside.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Quarantined {
     /// The entry, relative to the workspace root (`src/.git`; `src/HEAD` for a folder laid
@@ -147,7 +152,128 @@ pub fn quarantine_new(
             Err(why) => out.failed.push((rel, why)),
         }
     }
+    if let Some(into) = into
+        && !out.moved.is_empty()
+    {
+        // best effort: the warning is said in any case; without the record `status` cannot
+        // list the entries again
+        let _ = write_record(root, into, &out.moved);
+    }
     out
+}
+
+/// A quarantine's record, `<state>/quarantine/<stamp>.json` beside its folder: what `status`
+/// lists of a workspace ([`still_present`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The workspace root the entries were in (canonical when it resolved).
+    pub workspace: PathBuf,
+    /// When they were moved (RFC 3339, UTC).
+    pub at: String,
+    /// Each entry moved, and where to.
+    pub entries: Vec<Quarantined>,
+}
+
+/// A quarantined git entry still where devcell moved it, as `status` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StillQuarantined {
+    /// The entry, relative to the workspace root (where it was).
+    pub path: String,
+    /// Where it is now (a host path).
+    pub moved_to: PathBuf,
+    /// When it was moved (RFC 3339, UTC).
+    pub at: String,
+}
+
+/// At most this many quarantine records are read by [`still_present`] (the newest by name,
+/// which starts with the seconds since the epoch): `status` stays bounded however many
+/// quarantines a state folder holds (issue 25, class 6).
+pub const MAX_RECORDS_READ: usize = 512;
+
+/// A record larger than this is not read (devcell writes a few hundred bytes per entry).
+const MAX_RECORD_BYTES: u64 = 1 << 20;
+
+/// `<into>.json`: the record of the quarantine folder `into`.
+fn record_path(into: &Path) -> PathBuf {
+    let mut name = into.file_name().unwrap_or_default().to_os_string();
+    name.push(".json");
+    into.with_file_name(name)
+}
+
+/// Writes the record of `moved` (entries of the workspace `root`) beside `into`.
+fn write_record(root: &Path, into: &Path, moved: &[Quarantined]) -> std::io::Result<()> {
+    let record = Record {
+        workspace: std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
+        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        entries: moved.to_vec(),
+    };
+    if let Some(parent) = into.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let bytes = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
+    std::fs::write(record_path(into), bytes)
+}
+
+/// The entries quarantined from the workspace `workspace` (compared canonical) that are still
+/// where devcell moved them (`moved_to` exists, as a link or otherwise), read from the records
+/// below `state_root` (at most [`MAX_RECORDS_READ`], the newest), oldest first. An unreadable
+/// or malformed record is skipped: this is a reminder, the warning was given when they moved.
+pub fn still_present(state_root: &Path, workspace: &Path) -> Vec<StillQuarantined> {
+    use std::io::Read as _;
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let Ok(dir) = std::fs::read_dir(state_root.join("quarantine")) else {
+        return Vec::new();
+    };
+    let mut names: Vec<PathBuf> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    names.sort_by_key(|p| std::cmp::Reverse(sort_key(p)));
+    names.truncate(MAX_RECORDS_READ);
+    let mut out = Vec::new();
+    for path in names {
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&path)
+            .and_then(|f| f.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes));
+        if read.is_err() || bytes.len() as u64 > MAX_RECORD_BYTES {
+            continue;
+        }
+        let Ok(record) = serde_json::from_slice::<Record>(&bytes) else {
+            continue;
+        };
+        if record.workspace != workspace {
+            continue;
+        }
+        out.extend(
+            record
+                .entries
+                .into_iter()
+                .filter(|q| std::fs::symlink_metadata(&q.moved_to).is_ok())
+                .map(|q| StillQuarantined {
+                    path: q.path,
+                    moved_to: q.moved_to,
+                    at: record.at.clone(),
+                }),
+        );
+    }
+    out.sort_by(|a, b| (&a.at, &a.path).cmp(&(&b.at, &b.path)));
+    out
+}
+
+/// A record's order: its stamp's seconds since the epoch (`<secs>-<pid>.json`), then its name.
+fn sort_key(path: &Path) -> (u64, String) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let secs = name
+        .split(['-', '.'])
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (secs, name)
 }
 
 /// What `walk` did not look into: its cut and unlisted folders, or `*` when it was cut in
@@ -279,6 +405,37 @@ mod tests {
     }
 
     /// A folder on the way that is a link is never followed: the entry is left and named.
+    /// Spec-note 0661: a quarantine that moved something is recorded, and `status` lists
+    /// what is still there for that workspace only: an entry moved back (or removed) by the
+    /// user is not listed, nor another workspace's.
+    #[test]
+    fn what_is_still_in_quarantine_is_listed_for_its_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        let other = tmp.path().join("other");
+        let state = tmp.path().join("state");
+        for root in [&ws, &other] {
+            std::fs::create_dir_all(root.join("a/.git")).unwrap();
+            std::fs::create_dir_all(root.join("b/.git")).unwrap();
+        }
+        assert!(still_present(&state, &ws).is_empty(), "no record yet");
+        let into = state.join("quarantine").join("100-1");
+        let out = quarantine_new(&ws, &BTreeSet::new(), &|_| false, Some(&into));
+        assert_eq!(out.moved.len(), 2, "{out:?}");
+        let into_other = state.join("quarantine").join("101-1");
+        quarantine_new(&other, &BTreeSet::new(), &|_| false, Some(&into_other));
+        // the user moved `b/.git` back
+        std::fs::rename(into.join("b/.git"), ws.join("b/.git")).unwrap();
+        let listed = still_present(&state, &ws);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].path, "a/.git");
+        assert_eq!(listed[0].moved_to, into.join("a/.git"));
+        assert!(listed[0].at.ends_with('Z'), "{}", listed[0].at);
+        // a malformed record is skipped, not an error
+        std::fs::write(state.join("quarantine").join("102-1.json"), b"{").unwrap();
+        assert_eq!(still_present(&state, &ws), listed);
+    }
+
     #[test]
     fn a_link_on_the_way_is_not_followed() {
         let tmp = tempfile::tempdir().unwrap();

@@ -6,17 +6,20 @@
 //! labels, or runs anything in it (hooks, `--secrets-file` values, the agent), the container's
 //! mounts must show that it binds this workspace; `down`, `status`, `delete` and `audit` act
 //! only on the containers that do ([`bound_to_workspace`], the one function here that asks the
-//! engine).
+//! engine). A bind-backed named volume whose `device` resolves to the workspace folder binds it
+//! as a bind does (attack 27, R3; spec-note 0660).
 
 use std::path::{Path, PathBuf};
 
 use crate::engine::{ContainerInfo, ContainerSummary, Engine, EngineError, MountKind};
 
 /// Splits `found` (containers carrying a workspace's identity labels) into those that bind one
-/// of `folders` ([`binds_workspace`], inspected through `engine`) and the ids of those that do
+/// of `folders` ([`binds_workspace`], or through a bind-backed named volume:
+/// [`binds_workspace_through_volume`]; inspected through `engine`) and the ids of those that do
 /// not: a container claiming the labels without the bind is not the workspace's, and a command
 /// acting on "this workspace's container" leaves it alone (spec-note 0421). A container gone
-/// before it is inspected is dropped.
+/// before it is inspected is dropped. Its volumes are inspected only when no bind counts (a
+/// warm lookup asks the engine no more than before).
 ///
 /// Errors: [`EngineError`] when the engine cannot inspect one.
 pub async fn bound_to_workspace(
@@ -27,10 +30,20 @@ pub async fn bound_to_workspace(
     let mut bound = Vec::new();
     let mut claims = Vec::new();
     for summary in found {
-        match engine.inspect_container(&summary.id).await? {
-            Some(info) if binds_workspace(&info, folders) => bound.push(summary),
-            Some(_) => claims.push(summary.id),
-            None => {}
+        let Some(info) = engine.inspect_container(&summary.id).await? else {
+            continue;
+        };
+        let through_volume = || async {
+            // a Compose primary reaching the workspace through `driver_opts` `o: bind`,
+            // `device: <workspace>` is the workspace's container as much as one binding it
+            // (attack 27, R3: `status` showed none, `delete` said nothing remained)
+            let devices = super::volumes::bind_backed_devices(engine, &info.mounts).await?;
+            Ok::<_, EngineError>(binds_workspace_through_volume(&info, &devices, folders))
+        };
+        if binds_workspace(&info, folders) || through_volume().await? {
+            bound.push(summary);
+        } else {
+            claims.push(summary.id);
         }
     }
     Ok((bound, claims))
@@ -42,6 +55,29 @@ pub async fn bound_to_workspace(
 pub fn binds_workspace(info: &ContainerInfo, folders: &[PathBuf]) -> bool {
     let accepted = accepted(folders);
     bind_sources_cleaned(info).any(|source| accepted.contains(&source))
+}
+
+/// Whether `info` mounts a bind-backed named volume (its `device` by volume name in `devices`,
+/// [`super::volumes::bind_backed_devices`]) whose `device`, resolved on this host
+/// ([`super::host_path::resolve`]), is one of `folders`, resolved too. Unlike a bind's source,
+/// the device is resolved: the engine records the volume's options as they were written, and
+/// the kernel follows its links when the volume is mounted, so the resolved path is the folder
+/// the container writes. A device that does not resolve is not counted.
+pub fn binds_workspace_through_volume(
+    info: &ContainerInfo,
+    devices: &std::collections::BTreeMap<String, String>,
+    folders: &[PathBuf],
+) -> bool {
+    let resolved: Vec<PathBuf> = folders
+        .iter()
+        .filter_map(|f| super::host_path::resolve(f).ok())
+        .collect();
+    info.mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Volume.as_str())
+        .filter_map(|m| devices.get(m.name.as_ref()?))
+        .filter_map(|device| super::host_path::resolve(Path::new(device)).ok())
+        .any(|device| resolved.contains(&device))
 }
 
 /// `folders` as written and with their symbolic links resolved (engines report either).
@@ -154,6 +190,55 @@ mod tests {
             assert!(!binds_workspace(&container(&[other]), &ws), "{other}");
         }
         assert!(!binds_workspace(&container(&[]), &ws));
+    }
+
+    /// Attack 27, R3: a container reaching the workspace only through a bind-backed named
+    /// volume binds it when the volume's device resolves to the workspace (through a link
+    /// too); a device inside or above it, a volume that is not bind-backed, or a device that
+    /// names another folder, does not.
+    #[test]
+    fn a_bind_backed_volume_of_the_workspace_binds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&ws, &link).unwrap();
+        let info = container(&[]); // one volume, `v`, and no bind
+        let folders = [ws.clone()];
+        let device = |d: &Path| {
+            std::collections::BTreeMap::from([("v".to_string(), d.display().to_string())])
+        };
+        assert!(!binds_workspace(&info, &folders), "no bind");
+        assert!(binds_workspace_through_volume(
+            &info,
+            &device(&ws),
+            &folders
+        ));
+        assert!(binds_workspace_through_volume(
+            &info,
+            &device(&link),
+            &folders
+        ));
+        let by_link = [link.clone()];
+        assert!(binds_workspace_through_volume(
+            &info,
+            &device(&ws),
+            &by_link
+        ));
+        for other in [
+            ws.join("sub"),
+            dir.path().to_path_buf(),
+            dir.path().join("ws2"),
+        ] {
+            assert!(
+                !binds_workspace_through_volume(&info, &device(&other), &folders),
+                "{}",
+                other.display()
+            );
+        }
+        // not bind-backed: no device known for `v`
+        let none = std::collections::BTreeMap::new();
+        assert!(!binds_workspace_through_volume(&info, &none, &folders));
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod host_path;
 pub mod identity;
 pub mod image_tags;
 pub mod known;
+pub mod mounted;
 pub mod origins;
 pub mod permissions;
 pub mod planted;

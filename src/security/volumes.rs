@@ -10,8 +10,8 @@
 //! [`super::host_path`]); any other is [`Permission::Volume`], granted with
 //! `--allow volume:<name>`.
 //!
-//! Pure but for [`mounts_as_host_sees`], which inspects a container's volumes through the
-//! engine.
+//! Pure but for [`mounts_as_host_sees`] and [`bind_backed_devices`], which inspect a
+//! container's volumes through the engine.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -173,6 +173,31 @@ pub async fn mounts_as_host_sees(
         }
     }
     Ok(as_host_sees(mounts, &held))
+}
+
+/// The host folder (its `device`, as written) each bind-backed named volume among `mounts`
+/// binds, by volume name ([`classify`]: `local`, `o=bind`, a `device`): such a volume writes
+/// its `device` as a bind does, so every judge that counts binds counts it too (the foreign
+/// writers of an `up`, attack 27 R1; which containers are a workspace's, R3). One inspect per
+/// named volume among `mounts` (the caller narrows them, e.g. to the writable ones).
+///
+/// Errors: the engine's, inspecting a volume.
+pub async fn bind_backed_devices<'a>(
+    engine: &dyn crate::engine::Engine,
+    mounts: impl IntoIterator<Item = &'a crate::engine::MountInfo>,
+) -> Result<BTreeMap<String, String>, crate::engine::EngineError> {
+    let mut devices = BTreeMap::new();
+    for name in mounts
+        .into_iter()
+        .filter(|m| m.kind == "volume")
+        .filter_map(|m| m.name.as_ref())
+    {
+        let info = engine.inspect_volume(name).await?;
+        if let VolumeUse::BindBacked(device) = classify(info.as_ref(), Path::new("")) {
+            devices.insert(name.clone(), device);
+        }
+    }
+    Ok(devices)
 }
 
 /// The labels devcell puts on a named volume it creates for `workspace`.

@@ -1550,3 +1550,42 @@ fn a_compose_projects_numbered_loopback_ports_are_published_from_free_ports() {
     assert!(!ports_of(&name, "app").ends_with(&format!(":{app_port}")));
     ctx.run("down", &["--remove"]).ok();
 }
+
+/// Attack 29, G1 (spec-note 0672): a sidecar that writes the workspace and starts first (the
+/// primary waits for its healthcheck) replaced the primary's `../data` with a link to a host
+/// folder between devcell's judgement and the primary's start, and the primary's hook wrote
+/// there. The primary's bind is now a request (`mount`) because `side` may swap it first:
+/// `up` is refused naming both, nothing is created or started, and the host folder is
+/// untouched. Without the rule `up` succeeded and the hook wrote into the host folder.
+#[test]
+fn a_sidecar_that_starts_first_cannot_swap_the_primarys_bind_source() {
+    use crate::support::hostile::HostTarget;
+    let Some(ctx) = TestContext::busybox("compose_ops_swap_first") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    let host = HostTarget::new();
+    std::fs::create_dir_all(ctx.path().join("data")).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"cd /w && rm -rf data && ln -s {} data && sleep 100000\"]\n    healthcheck: {{test: [\"CMD\", \"test\", \"-L\", \"/w/data\"], interval: 1s, retries: 30}}\n    volumes: [\"..:/w\"]\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    depends_on: {{side: {{condition: service_healthy}}}}\n    volumes: [\"..:/workspace\", \"../data:/data\"]\n",
+            host.path().display()
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace",
+            "remoteUser": "nobody", "postCreateCommand": "echo written > /data/marker"}"#,
+    );
+    // the sidecar runs as the workspace's owner (spec-note 0611), who can write it
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains("--allow mount:"), "{all}");
+    assert!(all.contains("`side` writes"), "{all}");
+    assert!(services(&name).is_empty(), "{:?}", services(&name));
+    assert!(ctx.path().join("data").is_dir(), "nothing ran");
+    host.assert_untouched();
+}

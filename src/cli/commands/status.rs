@@ -201,6 +201,9 @@ fn render(r: &StatusResult) -> String {
         let _ = writeln!(s, "{}", egress_line(e));
     }
     session_and_repo_lines(&mut s, r);
+    for q in &r.quarantined_git {
+        let _ = writeln!(s, "{}", quarantine_line(q));
+    }
     // a repository git refused is shown on its own line above
     for (_, w) in r.warnings.iter().filter(|(c, _)| c != "git_unreadable") {
         let _ = writeln!(s, "warning: {w}");
@@ -330,6 +333,18 @@ fn session_and_repo_lines(s: &mut String, r: &StatusResult) {
     }
 }
 
+/// One git entry still in quarantine (spec-note 0661): where it was, where it is, when, and
+/// what to do.
+fn quarantine_line(q: &crate::handoff::status::StillQuarantined) -> String {
+    format!(
+        "quarantined git `{}` (made in the workspace by the container; moved by devcell at {}) is at `{}`: check it there; if it is yours, move it back and accept it with `--allow created-git:{}`",
+        q.path,
+        q.at,
+        q.moved_to.display(),
+        q.path
+    )
+}
+
 /// One escalation command not run yet or without an outcome (`devcell mail show ID` has the
 /// message).
 fn escalation_line(e: &crate::handoff::task::mail::PendingEscalation) -> String {
@@ -394,6 +409,24 @@ fn egress_line(e: &crate::ops::egress::EgressSummary) -> String {
 mod tests {
     use super::*;
     use crate::ops::egress::{DestinationSummary, EgressSummary};
+
+    #[test]
+    fn a_quarantined_entry_says_where_it_was_where_it_is_and_when() {
+        let q = crate::handoff::status::StillQuarantined {
+            path: "src/.git".into(),
+            moved_to: "/s/quarantine/1-2/src/.git".into(),
+            at: "2026-12-05T20:00:00Z".into(),
+        };
+        let line = quarantine_line(&q);
+        for part in [
+            "`src/.git`",
+            "`/s/quarantine/1-2/src/.git`",
+            "2026-12-05T20:00:00Z",
+            "--allow created-git:src/.git",
+        ] {
+            assert!(line.contains(part), "{part}: {line}");
+        }
+    }
 
     #[test]
     fn the_egress_line_names_the_entries_and_each_decision() {

@@ -138,6 +138,10 @@ pub(super) fn container_info_from(c: ContainerInspectResponse) -> ContainerInfo 
         apparmor_profile: c.app_armor_profile.unwrap_or_default(),
         networks,
         host: host_security(host),
+        pid: state
+            .pid
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|p| *p > 0),
     }
 }
 

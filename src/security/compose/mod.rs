@@ -46,6 +46,7 @@ mod ports;
 mod project;
 mod reach;
 mod service;
+mod swaps;
 #[cfg(test)]
 mod tests;
 
@@ -422,6 +423,7 @@ pub fn compose_requests(
         keys::service_key_requests(name, service, &mut asked);
         keys::sub_key_requests(name, service, &mut asked);
     }
+    asked.extend(swaps::swap_requests(model));
     let mut requests: Vec<PermissionRequest> = Vec::new();
     for r in judge(profile, asked, grants) {
         if !requests.contains(&r) {

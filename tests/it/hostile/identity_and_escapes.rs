@@ -728,6 +728,89 @@ mod identity {
             .bounded_output();
     }
 
+    /// Attack 27, R3: a container carrying this workspace's identity labels that reaches the
+    /// workspace only through a bind-backed named volume (`o=bind`, `device=<workspace>`, as a
+    /// Compose primary's `driver_opts` make it) is the workspace's: `status` reports it and
+    /// `delete` removes it (before: "container none", and `delete` verified nothing remained
+    /// while it ran).
+    #[test]
+    fn status_and_delete_find_a_container_reaching_the_workspace_through_a_bind_backed_volume() {
+        let Some(victim) = HostileRepo::busybox(
+            "status_and_delete_find_a_container_reaching_the_workspace_through_a_bind_backed_volume",
+        ) else {
+            return;
+        };
+        victim.config(&format!(
+            r#"{{"image": "{BUSYBOX_IMAGE}", "remoteUser": "nobody"}}"#
+        ));
+        victim.commit();
+        let v = victim.path().display().to_string();
+        let _c = cleanup(&[victim.path()]);
+        let volume = format!("devcell-test-r3-{}", crate::support::run_token());
+        let engine_cleanup = crate::support::context::Cleanup::default();
+        engine_cleanup.volume(&volume);
+        let device = format!("device={v}");
+        docker(&[
+            "volume",
+            "create",
+            "--driver",
+            "local",
+            "--opt",
+            "type=none",
+            "--opt",
+            "o=bind",
+            "--opt",
+            &device,
+            &volume,
+        ]);
+        let primary = docker(&[
+            "run",
+            "-d",
+            "--label",
+            &format!("devcontainer.local_folder={v}"),
+            "--label",
+            &format!("devcontainer.config_file={v}/.devcontainer/devcontainer.json"),
+            "--network",
+            "none",
+            "-v",
+            &format!("{volume}:/workspace"),
+            "--entrypoint",
+            "/bin/sh",
+            BUSYBOX_IMAGE,
+            "-c",
+            "while sleep 1; do :; done",
+        ]);
+        engine_cleanup.container(&primary);
+        let state = tempfile::tempdir().unwrap();
+        let cmd = |args: &[&str]| {
+            devcell()
+                .env("DEVCELL_STATE_DIR", state.path())
+                .args(args)
+                .output()
+                .expect("devcell runs")
+        };
+        let out = cmd(&["status", "--workspace-folder", &v, "--format", "json"]);
+        let status: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(
+            status["result"]["container"]["id"].as_str(),
+            Some(primary.as_str()),
+            "status: {status}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = cmd(&["delete", "--workspace-folder", &v, "--format", "json"]);
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !containers_of(&v).contains(&primary),
+            "delete left it: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
     #[test]
     fn parallel_ups_of_one_workspace_make_one_container_and_run_post_create_once() {
         if !engine_ready(

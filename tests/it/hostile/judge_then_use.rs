@@ -598,3 +598,29 @@ fn a_running_container_devcell_does_not_own_binding_the_workspace_refuses_a_buil
     let run = ctx.run("build", &["--image-name", &tag]);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 }
+
+/// Spec-note 0663: after the start and before any hook, a single container's `up` checks that
+/// the container's workspace mount is the folder it judged (device and inode, seen through the
+/// container's init process); an ordinary `up` passes the check and says so.
+#[test]
+fn a_fresh_up_checks_the_workspace_mount_after_the_start() {
+    use crate::support::context::TestContext;
+    let Some(ctx) = TestContext::busybox("workspace_mount_checked") else {
+        return;
+    };
+    let ctx = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let run = ctx.run("up", &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let judged = std::fs::canonicalize(ctx.path()).unwrap();
+    assert!(
+        run.stderr.contains(&format!(
+            "workspace mount checked: `/workspaces/{}` is `{}`",
+            judged.file_name().unwrap().to_string_lossy(),
+            judged.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    let warnings = run.last_json()["devcell"]["warnings"].to_string();
+    assert!(!warnings.contains("not checked"), "{warnings}");
+}

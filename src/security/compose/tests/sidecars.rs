@@ -239,9 +239,12 @@ fn a_sidecar_naming_root_as_its_user_is_refused_naming_the_grant() {
 fn sidecars_that_write_host_paths_lose_root_and_file_capabilities() {
     use crate::config::ownership::Ids;
     let m = json!({"name": "p", "services": {
-        "app": {"image": "a", "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+        // both start after `backed`, whose folder is inside theirs (no swap: spec-note 0672)
+        "app": {"image": "a", "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}],
+                "depends_on": {"backed": {"condition": "service_started"}}},
         "writer": {"image": "w", "cap_add": ["chown"],
-                   "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}]},
+                   "volumes": [{"type": "bind", "source": "/w/repo", "target": "/w"}],
+                   "depends_on": {"backed": {"condition": "service_started"}}},
         "backed": {"image": "b", "volumes": [{"type": "volume", "source": "hostdir", "target": "/d"}]},
         "reader": {"image": "r", "volumes": [
             {"type": "bind", "source": "/w/repo", "target": "/w", "read_only": true},
