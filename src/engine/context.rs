@@ -215,6 +215,33 @@ impl PackedContext {
     }
 }
 
+/// The folder `path` resolves to, required inside `within`, opened from `/` one component at
+/// a time without following a link ([`pack_within`]).
+///
+/// Errors: `path` resolves outside `within`; a component is a link now (it was swapped since
+/// it was resolved); the file system's.
+fn open_resolved_within(path: &Path, within: &Path) -> std::io::Result<rustix::fd::OwnedFd> {
+    let real = std::fs::canonicalize(path)?;
+    if !real.starts_with(within) {
+        return Err(std::io::Error::other(format!(
+            "the build context now resolves to `{}`, outside `{}` where it was judged",
+            real.display(),
+            within.display()
+        )));
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let mut dir = openat(CWD, "/", flags, Mode::empty())?;
+    for part in real.components().skip(1) {
+        dir = openat(&dir, part.as_os_str(), flags, Mode::empty()).map_err(|e| {
+            std::io::Error::other(format!(
+                "`{}` changed while the build context was opened ({e}): a link appeared on its way",
+                real.display()
+            ))
+        })?;
+    }
+    Ok(dir)
+}
+
 /// Packs `context` into a tar honouring `<context>/.dockerignore`. `dockerfile` may be inside
 /// the context (sent under its relative path) or outside it (sent as
 /// [`OUTSIDE_DOCKERFILE_NAME`]). Symbolic links are stored as links, not followed.
@@ -228,6 +255,24 @@ impl PackedContext {
 /// Errors: [`EngineError::BuildContext`] naming the file that could not be read,
 /// [`EngineError::Dockerignore`].
 pub fn pack(context: &Path, dockerfile: &Path, judged: Option<&[u8]>) -> Result<PackedContext> {
+    pack_within(context, dockerfile, judged, None)
+}
+
+/// [`pack`], the context required to resolve inside `within` (a [`BuildRequest`]'s
+/// `context_within`, spec-note 0673): resolved now, refused when it resolves elsewhere, and
+/// opened from `/` one folder at a time without following a link, so a folder of the
+/// workspace swapped for a link to a host folder since the judgement is refused, never packed.
+///
+/// Errors: as [`pack`]; [`EngineError::BuildContext`] when the context resolves outside
+/// `within` or a link appears on its path while it is opened.
+///
+/// [`BuildRequest`]: crate::engine::BuildRequest
+pub fn pack_within(
+    context: &Path,
+    dockerfile: &Path,
+    judged: Option<&[u8]>,
+    within: Option<&Path>,
+) -> Result<PackedContext> {
     let ignore = Dockerignore::load(context)?;
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -246,13 +291,16 @@ pub fn pack(context: &Path, dockerfile: &Path, judged: Option<&[u8]>) -> Result<
     if let Some(rel) = &inside {
         always.push(rel.clone());
     }
-    let root_dir = openat(
-        CWD,
-        &context_abs,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| io_err(&context_abs)(e.into()))?;
+    let root_dir = match within {
+        Some(within) => open_resolved_within(&context_abs, within).map_err(io_err(&context_abs))?,
+        None => openat(
+            CWD,
+            &context_abs,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err(&context_abs)(e.into()))?,
+    };
     // the judged Dockerfile replaces the entry at its path, whatever is there now
     let replaced = judged.and(inside.as_deref());
     let walked = Walk {
@@ -669,5 +717,39 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         flipper.join().unwrap();
         assert!(packed_ok > 0, "no pack succeeded");
+    }
+
+    /// spec-note 0673 (attack 29, G6): a context folder of the workspace swapped for a link to
+    /// a host folder is refused when it is packed within the workspace; the real folder packs;
+    /// without `within` (a context the user granted outside) the link is followed as before.
+    #[test]
+    fn a_context_swapped_for_a_link_outside_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        let (ws, outside) = (real.join("ws"), real.join("outside"));
+        std::fs::create_dir_all(ws.join("ctx")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "TRIPWIRE").unwrap();
+        std::fs::write(ws.join("ctx/Dockerfile"), "FROM scratch\n").unwrap();
+        let (ctx, dockerfile) = (ws.join("ctx"), ws.join("ctx/Dockerfile"));
+        let packed = pack_within(&ctx, &dockerfile, None, Some(&ws)).unwrap();
+        assert!(!packed.tar.is_empty());
+
+        std::fs::remove_dir_all(&ctx).unwrap();
+        std::os::unix::fs::symlink(&outside, &ctx).unwrap();
+        std::fs::write(outside.join("Dockerfile"), "FROM scratch\n").unwrap();
+        let Err(err) = pack_within(&ctx, &dockerfile, Some(b"FROM scratch\n"), Some(&ws)) else {
+            panic!("a context resolving outside the workspace was packed");
+        };
+        let text = format!("{err} {:?}", std::error::Error::source(&err));
+        assert!(text.contains("outside"), "{text}");
+        // as given (no `within`): the link is followed, the secret packed
+        let followed = pack(&ctx, &dockerfile, Some(b"FROM scratch\n")).unwrap();
+        let names: Vec<String> = tar::Archive::new(followed.tar.as_slice())
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().any(|n| n == "secret.txt"), "{names:?}");
     }
 }

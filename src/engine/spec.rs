@@ -478,6 +478,12 @@ pub struct BuildRequest {
     /// again, so a process writing the workspace cannot swap the Dockerfile between the
     /// judgement and the pack (attack O3, spec-note 0655). `None`: read from `dockerfile`.
     pub dockerfile_bytes: Option<Vec<u8>>,
+    /// The folder the context must resolve inside when it is packed (the workspace, for a
+    /// context devcell judged inside it): the context is then resolved at the pack, refused
+    /// when it resolves elsewhere, and its folders opened from `/` without following a link,
+    /// so a folder swapped for a link since the judgement is never packed (attack 29, G6;
+    /// spec-note 0673). `None`: opened as the kernel resolves it.
+    pub context_within: Option<PathBuf>,
 }
 
 /// A command to run in a running container (`docker exec`).

@@ -24,8 +24,14 @@ pub fn build_request(
         .typed
         .context_path(&loaded.config_file)
         .unwrap_or_default();
+    // a context judged inside the workspace must still be there when it is packed (attack
+    // 29, G6; spec-note 0673); one the user granted outside it is opened as given
+    let workspace = std::fs::canonicalize(&loaded.workspace_folder).ok();
+    let context_within =
+        workspace.filter(|w| std::fs::canonicalize(&context).is_ok_and(|c| c.starts_with(w)));
     let mut request = BuildRequest {
         context,
+        context_within,
         dockerfile,
         tags: vec![image_name(&loaded.workspace_folder)],
         args: build.args.clone(),

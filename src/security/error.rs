@@ -204,9 +204,10 @@ impl Hint for SecurityError {
                     .filter(|r| r.status == RequestStatus::Refused)
                     .filter_map(|r| r.permission.grant_flag())
                     .collect();
-                let forbidden = requests
+                let forbidden: Vec<&PermissionRequest> = requests
                     .iter()
-                    .any(|r| r.status == RequestStatus::Forbidden);
+                    .filter(|r| r.status == RequestStatus::Forbidden)
+                    .collect();
                 let mut hint = String::new();
                 if !flags.is_empty() {
                     hint.push_str(&format!(
@@ -216,13 +217,33 @@ impl Hint for SecurityError {
                         flags.join(" ")
                     ));
                 }
-                if forbidden {
+                // a hint per kind never allowed: only the engine socket may be run as written
+                // under `reference`; a forged identity label must go (attack 29, G7)
+                let labels = forbidden
+                    .iter()
+                    .any(|r| matches!(r.permission, Permission::IdentityLabel(_)));
+                let others = forbidden
+                    .iter()
+                    .any(|r| !matches!(r.permission, Permission::IdentityLabel(_)));
+                if labels {
                     if !hint.is_empty() {
                         hint.push_str("; ");
                     }
                     hint.push_str(
-                        "mounting an engine socket is never allowed under `hardened`: use \
-                         `--security-profile reference` to run the configuration as written",
+                        "a `devcontainer.*` or `devcell.*` label set by the configuration claims \
+                         a dev container's identity and is never allowed: remove it from the \
+                         configuration (another profile would let it pass for another workspace's \
+                         container)",
+                    );
+                }
+                if others {
+                    if !hint.is_empty() {
+                        hint.push_str("; ");
+                    }
+                    hint.push_str(
+                        "mounting an engine socket, the home folder or a path that does not resolve is never allowed under \
+                         `hardened`: use `--security-profile reference` to run the configuration \
+                         as written",
                     );
                 }
                 Some(hint)

@@ -70,8 +70,16 @@ impl DockerEngine {
     ) -> Result<ImageInfo> {
         let (context_dir, dockerfile) = (request.context.clone(), request.dockerfile.clone());
         let judged = request.dockerfile_bytes.clone();
-        let packed =
-            blocking(move || context::pack(&context_dir, &dockerfile, judged.as_deref())).await?;
+        let within = request.context_within.clone();
+        let packed = blocking(move || {
+            context::pack_within(
+                &context_dir,
+                &dockerfile,
+                judged.as_deref(),
+                within.as_deref(),
+            )
+        })
+        .await?;
         let options = BuildImageOptions {
             dockerfile: packed.dockerfile.clone(),
             t: request.tags.first().cloned(),

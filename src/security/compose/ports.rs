@@ -34,8 +34,8 @@ impl MovedPort {
 /// For each service of the resolved `model` publishing a loopback address with a fixed host
 /// port the user did not grant (`publish:<ip>:<port>`, `publish:<ip>:*`, `publish:*`), its
 /// whole `ports` list with those entries' `published` removed (the engine chooses), wrapped
-/// as `{"!override": [...]}` ([`OVERRIDE_TAG`]); and each port moved. Ports beyond loopback
-/// are requests judged elsewhere; a range of target ports is left as it is.
+/// as `{"!override": [...]}` ([`OVERRIDE_TAG`]); and each port moved (a range of host ports
+/// too). Ports beyond loopback are requests judged elsewhere.
 pub fn free_loopback_ports(model: &Value, grants: &Grants) -> (Map<String, Value>, Vec<MovedPort>) {
     let mut lists = Map::new();
     let mut moved = Vec::new();
@@ -69,21 +69,27 @@ pub fn free_loopback_ports(model: &Value, grants: &Grants) -> (Map<String, Value
     (lists, moved)
 }
 
-/// `<ip>:<port>` of a long-syntax port entry on a loopback address with a single fixed host
-/// port and a single target port.
+/// `<ip>:<port>` (or `<ip>:<first>-<last>`) of a long-syntax port entry on a loopback address
+/// with a host port the repository chose: any `published` but none, empty or `0`, a range of
+/// host ports included (a one-port range `5097-5097` is the port 5097: attack 29, G3).
 fn fixed_loopback(port: &Value) -> Option<String> {
     let ip = port.get("host_ip").and_then(Value::as_str)?;
     if !is_loopback_address(ip) {
         return None;
     }
-    let single = |v: &Value| match v {
-        Value::String(s) => s.parse::<u16>().ok(),
-        Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
-        _ => None,
+    let published = match port.get("published")? {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
     };
-    single(port.get("target")?)?;
-    let published = port.get("published").and_then(single).filter(|p| *p > 0)?;
-    Some(publish_address(ip, Some(published)))
+    if published.is_empty() || published == "0" {
+        return None;
+    }
+    Some(match published.parse::<u16>() {
+        Ok(single) => publish_address(ip, Some(single)),
+        // a range: the grant names its address as written
+        Err(_) => publish_address(ip, None).replace('*', &published),
+    })
 }
 
 #[cfg(test)]
@@ -120,6 +126,20 @@ mod tests {
             moved[0]
                 .warning()
                 .contains("--allow publish:127.0.0.1:5432")
+        );
+
+        // attack 29, G3: a one-port range is that port, a range is the repository's too
+        let ranges = json!({"services": {"web": {"ports": [
+            {"host_ip": "127.0.0.1", "target": 8080, "published": "5097-5097"},
+            {"host_ip": "127.0.0.1", "target": 8081, "published": "5000-5010"},
+            {"host_ip": "127.0.0.1", "target": 8082, "published": "0"}
+        ]}}});
+        let (lists, moved) = free_loopback_ports(&ranges, &none);
+        assert_eq!(moved.len(), 2, "{moved:?}");
+        let web = lists["web"][OVERRIDE_TAG].as_array().unwrap();
+        assert!(
+            web.iter()
+                .all(|p| p.get("published").is_none() || p["published"] == "0")
         );
 
         let granted = Grants::parse(&["publish:127.0.0.1:8080".to_string()]).unwrap();
