@@ -79,6 +79,31 @@ pub struct CopyError {
     pub source: std::io::Error,
 }
 
+/// A copy of the folder `dir` (the user's own, named on the command line: opened as given)
+/// in a private temporary folder, made as [`copy_tree`] copies (links kept as links, modes
+/// kept): what `features publish` and `templates publish` pack, so a dev container writing the
+/// folder meanwhile cannot make them pack a host file through a link swapped in (attack 29, G4;
+/// spec-note 0680). Removed when dropped.
+///
+/// Errors: [`CopyError`] naming the entry; the temporary folder's.
+pub fn snapshot(dir: &Path) -> Result<tempfile::TempDir, CopyError> {
+    let copy = tempfile::Builder::new()
+        .prefix("devcell-pack-")
+        .tempdir()
+        .map_err(|source| CopyError {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let options = CopyOptions {
+        links: Links::Keep,
+        root: Root::AsGiven,
+        dir_mode: 0o755,
+        file_mode: FileMode::Own,
+    };
+    copy_tree(dir, copy.path(), &options)?;
+    Ok(copy)
+}
+
 /// Copies what is inside the folder `from` into the existing folder `to` (devcell's own, not
 /// the repository's): folders, regular files and, per [`CopyOptions::links`], links; FIFOs,
 /// sockets and devices are left out (never opened). See the module docs for how nothing is
@@ -433,5 +458,32 @@ mod tests {
             rustix::fs::open(&src, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
         let err = open_judged(&dir, c"install.sh", &judged).unwrap_err();
         assert!(err.to_string().contains("changed"), "{err}");
+    }
+
+    /// spec-note 0680 (attack 29, G4): what the publishers pack is a snapshot in which a link
+    /// stays a link: the host folder it names is never copied.
+    #[test]
+    fn a_snapshot_keeps_links_as_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, outside) = (dir.path().join("src"), dir.path().join("outside"));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "TRIPWIRE").unwrap();
+        std::fs::write(src.join("install.sh"), "echo hi\n").unwrap();
+        std::os::unix::fs::symlink(&outside, src.join("sub")).unwrap();
+        let copy = snapshot(&src).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(copy.path().join("install.sh")).unwrap(),
+            "echo hi\n"
+        );
+        let sub = std::fs::symlink_metadata(copy.path().join("sub")).unwrap();
+        assert!(sub.file_type().is_symlink());
+        assert!(
+            !copy.path().join("sub").is_dir()
+                || std::fs::read_link(copy.path().join("sub")).is_ok()
+        );
+        let path = copy.path().to_path_buf();
+        drop(copy);
+        assert!(!path.exists(), "removed when dropped");
     }
 }

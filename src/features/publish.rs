@@ -218,8 +218,13 @@ pub fn package_feature(dir: &Path, in_collection: bool) -> Result<PackagedFeatur
     if let Some(bad) = legacy_ids.iter().find(|l| !valid_name(l)) {
         return Err(invalid(format!("legacy id `{bad}` is not a valid id")));
     }
+    // packed from a copy made through descriptors: no link swapped in is followed (G4)
+    let copy = crate::features::nofollow_copy::snapshot(dir).map_err(|e| PublishError::Io {
+        path: e.path,
+        source: e.source,
+    })?;
     let archive =
-        crate::oci::artifact::tar_folder(dir, &[]).map_err(|source| PublishError::Io {
+        crate::oci::artifact::tar_folder(copy.path(), &[]).map_err(|source| PublishError::Io {
             path: dir.to_owned(),
             source,
         })?;

@@ -313,8 +313,12 @@ pub fn package_template(dir: &Path, in_collection: bool) -> Result<PackagedTempl
     metadata["featureIds"] = json!(feature_ids(&config));
     narrow_optional_paths(&mut metadata, &files);
     let completed = pretty4(&metadata);
-    let archive =
-        tar_folder_dotted(dir, &[(Path::new(TEMPLATE_FILE), &completed)]).map_err(io(dir))?;
+    // packed from a copy made through descriptors: no link swapped in is followed (attack
+    // 29, G4)
+    let copy =
+        crate::features::nofollow_copy::snapshot(dir).map_err(|e| io(&e.path.clone())(e.source))?;
+    let archive = tar_folder_dotted(copy.path(), &[(Path::new(TEMPLATE_FILE), &completed)])
+        .map_err(io(dir))?;
     Ok(PackagedTemplate {
         id,
         version,
