@@ -707,7 +707,7 @@ async fn create_new(
         .start_container(&id)
         .await
         .map_err(|e| OpsError::from(e).in_container(&id))?;
-    check_workspace_mount(engine, &id, &judged.spec, loaded, warnings, reporter).await?;
+    check_workspace_mount(engine, &id, &judged.spec, loaded, reporter).await?;
     let started = Started {
         id: &id,
         container_user: judged.container_user.as_deref(),
@@ -729,8 +729,9 @@ async fn create_new(
 /// bind of `spec` at the configuration's workspace target) must be the folder devcell judged,
 /// by (`st_dev`, `st_ino`) seen through the container's init process
 /// ([`security::mounted::check`]). Said as a status line when it holds; when the container's
-/// root is not reachable from here (rootless engine, another machine), a warning, once; on a
-/// difference the container is removed and `up` refused.
+/// root is not reachable from here (a non-root user of a rootful engine, rootless, another
+/// machine), a status line saying so; on a difference the container is removed and `up`
+/// refused.
 ///
 /// Errors: [`crate::security::SecurityError::MountMismatch`]; the engine's, inspecting.
 async fn check_workspace_mount(
@@ -738,7 +739,6 @@ async fn check_workspace_mount(
     id: &str,
     spec: &ContainerSpec,
     loaded: &LoadedConfiguration,
-    warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<()> {
     let Some(workspace) = loaded.workspace_mount()? else {
@@ -782,15 +782,13 @@ async fn check_workspace_mount(
             )));
             Ok(())
         }
+        // a status line, not a result warning: a non-root user of a rootful engine cannot
+        // reach the container's root, and a warning at every `up` would teach them to skip
+        // warnings (the check adds to the judgement; it is not the judgement)
         Ok(security::mounted::MountCheck::Skipped(why)) => {
-            let message = format!(
-                "the workspace mount was not checked after the start (the container's root is not reachable from here: {why})"
-            );
-            reporter.report(Event::Status(format!("warning: {message}")));
-            warnings.push(Warning {
-                location: None,
-                message,
-            });
+            reporter.report(Event::Status(format!(
+                "workspace mount not checked after the start (the container's root is not reachable from here: {why})"
+            )));
             Ok(())
         }
         Ok(security::mounted::MountCheck::Different { judged: j, mounted }) => {
