@@ -268,21 +268,19 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
-        let err = plan(
-            Some(&request("me/dots")),
-            true,
-            NetworkMode::None,
-            Path::new("/e"),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("--runtime host"), "{err}");
-        let err = plan(
-            Some(&request("/nonexistent/devcell-dots")),
-            false,
-            NetworkMode::None,
-            Path::new("/e"),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("not a folder"), "{err}");
+        let refused = |repository: &str, host: bool| {
+            plan(
+                Some(&request(repository)),
+                host,
+                NetworkMode::None,
+                Path::new("/e"),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let err = refused("me/dots", true);
+        assert!(err.contains("--runtime host"), "{err}");
+        let err = refused("/nonexistent/devcell-dots", false);
+        assert!(err.contains("not a folder"), "{err}");
     }
 }
