@@ -288,7 +288,38 @@ async fn before_reading(
     )
     .await?;
     crate::ops::up::refuse_foreign_writers(engine, &chosen.profile, &chosen.loaded, own.as_ref())
-        .await
+        .await?;
+    refuse_compose_build_beside_its_container(chosen, own.as_ref())
+}
+
+/// Under `hardened`, refuses building a Compose configuration while its own dev container
+/// runs: Compose packs each service's build context itself, by path, so a process in that
+/// container could swap a context folder for a link to a host folder before Compose reads it
+/// (attack 29, G5; spec-note 0673). devcell's own packer reads race-free, so a Dockerfile
+/// configuration builds beside its running container.
+///
+/// Errors: [`OpsError::Unsupported`] naming the container.
+fn refuse_compose_build_beside_its_container(
+    chosen: &crate::ops::permissions::UpChoice,
+    own: Option<&crate::engine::ContainerInfo>,
+) -> Result<()> {
+    let hardened = matches!(
+        chosen.profile,
+        crate::security::SecurityProfile::Hardened(_)
+    );
+    let compose = chosen.loaded.typed.kind() == crate::config::model::ConfigKind::Compose;
+    match own.filter(|c| hardened && compose && c.running) {
+        None => Ok(()),
+        Some(c) => Err(OpsError::Unsupported {
+            message: format!(
+                "refusing to build the Compose configuration while its dev container {} runs: Compose reads the build contexts by path, and a process in that container could replace one with a link to a host folder first",
+                crate::ops::target::short(&c.id)
+            ),
+            hint: Some(
+                "stop it first (`devcell down --workspace-folder .`), then build; `up` stops what it must by itself".into(),
+            ),
+        }),
+    }
 }
 
 /// Tags image `image_id` with each `--image-name`, or with the configuration's default name

@@ -1589,3 +1589,40 @@ fn a_sidecar_that_starts_first_cannot_swap_the_primarys_bind_source() {
     assert!(ctx.path().join("data").is_dir(), "nothing ran");
     host.assert_untouched();
 }
+
+/// Attack 29, G5 (spec-note 0673): Compose packs build contexts by path, so a hardened `build`
+/// of a Compose configuration is refused while its dev container runs (a process in it could
+/// swap a context for a link to a host folder first), naming the container; once it is
+/// stopped the build runs.
+#[test]
+fn a_compose_build_is_refused_while_its_dev_container_runs() {
+    let Some(ctx) = TestContext::busybox("compose_ops_build_beside") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let _name = project(&ctx);
+    ctx.write(
+        ".devcontainer/ctx/Dockerfile",
+        &format!("FROM {BUSYBOX_IMAGE}\n"),
+    );
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        "services:\n  app:\n    build: {context: ctx}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n",
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    ctx.remove_images_matching(&format!("{}-*", project(&ctx)));
+    ctx.run("up", &[]).ok();
+    let refused = ctx.run("build", &[]);
+    let all = format!("{}\n{}", refused.stdout, refused.stderr);
+    assert_ne!(refused.code, Some(0), "{all}");
+    assert!(
+        all.contains("Compose reads the build contexts by path"),
+        "{all}"
+    );
+    ctx.run("down", &[]).ok();
+    let built = ctx.run("build", &[]);
+    assert_eq!(built.code, Some(0), "{}\n{}", built.stdout, built.stderr);
+    ctx.run("down", &["--remove"]).ok();
+}
