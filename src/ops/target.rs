@@ -80,6 +80,17 @@ pub(crate) async fn find_container(
             });
             continue;
         }
+        if !created_for_a_workspace(engine, &info, labels).await? {
+            warnings.push(Warning {
+                location: None,
+                message: format!(
+                    "container {} carries the labels asked for but no dev container label set when it was created (devcell and the reference CLI set `devcontainer.*`/`devcell.*` labels, which a repository cannot): it is not used; remove it if it is not yours (`docker rm -f {}`)",
+                    short(&info.id),
+                    short(&info.id),
+                ),
+            });
+            continue;
+        }
         if labels_from_its_image(engine, &info, labels).await? {
             warnings.push(Warning {
                 location: None,
@@ -95,6 +106,33 @@ pub(crate) async fn find_container(
         return Ok(Some(info));
     }
     Ok(None)
+}
+
+/// Whether a container found by `labels` that include a key of the user's own choosing
+/// (`--id-label`, outside the `devcontainer.*`/`devcell.*` namespaces a repository cannot set:
+/// spec-note 0421) was made by devcell or the reference CLI for a workspace: it carries at
+/// least one label of those namespaces that its image does not give it (set when it was
+/// created). Another repository's Compose service can set any other label (attack 29, G2);
+/// lookups by the identity namespaces only are [`labels_from_its_image`]'s.
+///
+/// Errors: the engine's.
+async fn created_for_a_workspace(
+    engine: &dyn Engine,
+    info: &ContainerInfo,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool> {
+    if labels.keys().all(|k| crate::names::is_identity_label(k)) {
+        return Ok(true);
+    }
+    let image = match info.image_id.is_empty() {
+        true => None,
+        false => crate::ops::image_files::image_labels(engine, &info.image_id).await?,
+    }
+    .unwrap_or_default();
+    Ok(info
+        .labels
+        .iter()
+        .any(|(k, v)| crate::names::is_identity_label(k) && image.get(k) != Some(v)))
 }
 
 /// Whether every one of `labels` (the identity labels a container was found by) is one its

@@ -622,3 +622,51 @@ fn a_fresh_up_checks_the_workspace_mount_after_the_start() {
         run.stderr
     );
 }
+
+/// Attack 29, G2 (spec-note 0421): under the user's `--id-label` (a key outside the
+/// `devcontainer.*`/`devcell.*` namespaces), a container another repository labelled with the
+/// same key and value (Compose `labels:` may set any other key) and binding the workspace was
+/// taken for the workspace's: `exec --secrets-file` ran in it. Such a container carries no dev
+/// container label set at its creation, so it is passed over: `up --id-label` creates the
+/// workspace's own container (devcell sets its labels), and `exec --id-label` runs there.
+#[test]
+fn a_container_with_only_the_users_id_label_is_not_the_workspaces() {
+    use crate::support::context::TestContext;
+    use crate::support::engine::docker;
+    let Some(ctx) = TestContext::busybox("id_label_impostor") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let ctx = ctx.isolated();
+    let name = format!("devcell-test-id-label-{token}");
+    let label = format!("devcell-test-owner.{token}=w");
+    ctx.cleanup().container(&name);
+    ctx.clean_label(&label);
+    let ctx = ctx.config(r#"{"image": "IMAGE", "remoteUser": "nobody"}"#);
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    let (ok, out) = docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        &label,
+        "-v",
+        &format!("{}:/workspaces/w:ro", ws.display()),
+        BUSYBOX_IMAGE,
+        "sleep",
+        "100000",
+    ]);
+    assert!(ok, "{out}");
+    let impostor = out.trim().to_string();
+    let exec = ctx.run("exec", &["--id-label", &label, "hostname"]);
+    assert_ne!(exec.code, Some(0), "ran in the impostor: {}", exec.stdout);
+    let result = ctx.up(&["--id-label", &label]);
+    let id = result["containerId"].as_str().unwrap();
+    assert_ne!(id, impostor, "{result}");
+    let warnings = result["devcell"]["warnings"].to_string();
+    assert!(warnings.contains(&impostor[..12]), "{warnings}");
+    let exec = ctx.run("exec", &["--id-label", &label, "hostname"]);
+    assert_eq!(exec.code, Some(0), "{}", exec.stderr);
+    assert_eq!(exec.stdout.trim(), &id[..12]);
+}
