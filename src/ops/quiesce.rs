@@ -126,7 +126,8 @@ pub async fn stop_running_workspace(
 /// stopped and confirmed stopped ([`stop_workspace`]):
 /// - under `--remove-existing-container` (`remove_existing`), whatever the configuration;
 /// - for a Compose configuration (`compose`) under `hardened` (`hardened`) when no primary
-///   runs: Compose will start or create one, and the engine resolves its binds then.
+///   of the configured `service` runs: Compose will start or create one, and the engine
+///   resolves its binds then (a running primary of another service is stopped too).
 ///
 /// A running single container or Compose primary that `up` reuses is left running: it is not
 /// bound again. No engine call is made for a single container without
@@ -145,6 +146,7 @@ pub(crate) async fn before_reading(
     engine: &dyn Engine,
     id_labels: &BTreeMap<String, String>,
     (compose, hardened, remove_existing): (bool, bool, bool),
+    service: Option<&str>,
 ) -> Result<usize, NotStopped> {
     if !(remove_existing || compose && hardened) {
         return Ok(0);
@@ -157,7 +159,20 @@ pub(crate) async fn before_reading(
             "the workspace's containers could not be listed: {e}"
         ))
     })?;
-    if !remove_existing && primaries.iter().any(|p| p.state == "running") {
+    // only the configured service's running primary is reused as it is; one of another
+    // service (the repository renamed its primary: attack 30, H3) keeps writing while `up`
+    // creates the new one, so it is stopped with its peers
+    let primary_runs = primaries.iter().any(|p| {
+        p.state == "running"
+            && (!compose
+                || service.is_none_or(|s| {
+                    p.labels
+                        .get(crate::engine::compose::SERVICE_LABEL)
+                        .map(String::as_str)
+                        == Some(s)
+                }))
+    });
+    if !remove_existing && primary_runs {
         return Ok(0);
     }
     let mut stopped = 0;

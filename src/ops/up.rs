@@ -186,7 +186,8 @@ pub(crate) async fn stop_before_reading(
         matches!(chosen.profile, SecurityProfile::Hardened(_)),
         remove_existing,
     );
-    let stopped = crate::ops::quiesce::before_reading(engine, &id_labels, when).await?;
+    let service = chosen.loaded.typed.service.as_deref();
+    let stopped = crate::ops::quiesce::before_reading(engine, &id_labels, when, service).await?;
     if stopped > 0 {
         reporter.report(Event::Status(format!(
             "stopped the workspace's containers ({stopped}) before reading the workspace"

@@ -1626,3 +1626,41 @@ fn a_compose_build_is_refused_while_its_dev_container_runs() {
     assert_eq!(built.code, Some(0), "{}\n{}", built.stdout, built.stderr);
     ctx.run("down", &["--remove"]).ok();
 }
+
+/// Attack 30, H3 (spec-note 0478): the repository renamed its primary service (`app` →
+/// `app2`) while the old primary ran: `up` found a running labelled primary and stopped
+/// nothing, created `app2`, and the old one (exempt as the project's) kept writing the
+/// workspace meanwhile. Only the configured service's running primary is left running now:
+/// the old one is stopped before anything is read.
+#[test]
+fn a_renamed_primarys_old_container_is_stopped_before_up_reads() {
+    let Some(ctx) = TestContext::busybox("compose_ops_renamed_primary") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n  app2:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n"
+        ),
+    );
+    let config = |service: &str| {
+        format!(
+            r#"{{"dockerComposeFile": "docker-compose.yml", "service": "{service}", "runServices": ["{service}"], "workspaceFolder": "/workspace", "remoteUser": "nobody"}}"#
+        )
+    };
+    let ctx = ctx.config(&config("app"));
+    ctx.run("up", &[]).ok();
+    assert_eq!(services(&name), ["app running"]);
+    let ctx = ctx.config(&config("app2"));
+    let run = ctx.run("up", &[]);
+    run.ok();
+    assert!(
+        run.stderr.contains("stopped the workspace's containers"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(services(&name), ["app exited", "app2 running"]);
+    ctx.run("down", &["--remove"]).ok();
+}

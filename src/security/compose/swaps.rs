@@ -22,19 +22,97 @@ use serde_json::Value;
 use super::fields::services_of;
 use crate::security::policy::{Permission, Source};
 
-/// One bind of a service: its source as it resolves on this host, and whether it is
-/// writable.
+/// One bind of a service: its source as it resolves on this host, where each entry on its
+/// path as written lives (the folder it resolves in, and its name: a link on the way is an
+/// entry too, attack 30, H1), and whether it is writable.
 struct Bind {
     source: PathBuf,
+    entries: Vec<PathBuf>,
     writable: bool,
 }
 
-/// The binds (and bind-backed volumes, at their device) of `service`.
+/// The host locations of the entries on `written`'s path: each component's resolved parent
+/// joined with its name, and each folder of the path it resolves to. A service that can
+/// replace any of them (it writes the folder it is in) can make the engine mount elsewhere.
+fn entries_on(written: &Path, resolved: &Path) -> Vec<PathBuf> {
+    use std::path::Component;
+    let resolve =
+        |p: &Path| crate::security::host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut entries = Vec::new();
+    let mut walked = PathBuf::from("/");
+    for part in written.components() {
+        match part {
+            Component::Normal(name) => {
+                entries.push(resolve(&walked).join(name));
+                walked.push(name);
+            }
+            Component::ParentDir => {
+                walked.pop();
+            }
+            _ => {}
+        }
+    }
+    entries.extend(resolved.ancestors().map(Path::to_path_buf));
+    entries
+}
+
+/// A bind of `source` as written (an absolute host path).
+fn bind_of(source: &str, writable: bool) -> Bind {
+    let written = Path::new(source);
+    let resolved =
+        crate::security::host_path::resolve(written).unwrap_or_else(|_| written.to_path_buf());
+    Bind {
+        entries: entries_on(written, &resolved),
+        source: resolved,
+        writable,
+    }
+}
+
+/// The binds of `service`: its binds and bind-backed volumes, the files of its `secrets` and
+/// `configs` (read-only binds Compose makes; attack 30, H4), and what it mounts again through
+/// `volumes_from` another service (its binds).
 fn binds(model: &Value, service: &Value) -> Vec<Bind> {
-    let resolve = |s: &str| {
-        let p = Path::new(s);
-        crate::security::host_path::resolve(p).unwrap_or_else(|_| p.to_path_buf())
-    };
+    let mut out = own_binds(model, service);
+    for (key, top) in [("secrets", "secrets"), ("configs", "configs")] {
+        for entry in service
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = entry
+                .get("source")
+                .and_then(Value::as_str)
+                .or_else(|| entry.as_str());
+            let file = name
+                .and_then(|n| model.get(top).and_then(|t| t.get(n)))
+                .and_then(|d| d.get("file"))
+                .and_then(Value::as_str);
+            if let Some(file) = file {
+                out.push(bind_of(file, false));
+            }
+        }
+    }
+    for from in service
+        .get("volumes_from")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        let holder = from.split(':').next().unwrap_or(from);
+        if from.starts_with("container:") {
+            continue;
+        }
+        if let Some(held) = model.get("services").and_then(|s| s.get(holder)) {
+            out.extend(own_binds(model, held));
+        }
+    }
+    out
+}
+
+/// The binds and bind-backed volumes (at their device) of `service` itself.
+fn own_binds(model: &Value, service: &Value) -> Vec<Bind> {
     service
         .get("volumes")
         .and_then(Value::as_array)
@@ -46,10 +124,8 @@ fn binds(model: &Value, service: &Value) -> Vec<Bind> {
                 Some("volume") => crate::security::host_path::bind_backed_source(model, v)?,
                 _ => return None,
             };
-            Some(Bind {
-                source: resolve(&source),
-                writable: v.get("read_only").and_then(Value::as_bool) != Some(true),
-            })
+            let writable = v.get("read_only").and_then(Value::as_bool) != Some(true);
+            Some(bind_of(&source, writable))
         })
         .collect()
 }
@@ -89,7 +165,11 @@ pub(super) fn swap_requests(model: &Value) -> Vec<(Permission, Source)> {
                     continue;
                 }
                 for bind in mounter_binds {
-                    if bind.source != folder.source && bind.source.starts_with(&folder.source) {
+                    let swappable = bind
+                        .entries
+                        .iter()
+                        .any(|e| *e != folder.source && e.starts_with(&folder.source));
+                    if swappable {
                         asked.push((
                             Permission::Mount(bind.source.display().to_string()),
                             Source::ComposeService {
@@ -158,5 +238,46 @@ mod tests {
             "docs": {"volumes": [bind(&format!("{ws}/docs"), true)]}
         }});
         assert_eq!(swap_requests(&parallel).len(), 1);
+    }
+
+    /// Attack 30, H1 and H4 (spec-note 0672): a bind reached through a link whose folder
+    /// another service writes (`../a/lnk` resolving to `b`, the writer writing `a` only), a
+    /// secret's file, and a bind inherited through `volumes_from` are each a request too.
+    #[test]
+    fn links_on_the_way_secrets_and_inherited_binds_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(ws.join("a")).unwrap();
+        std::fs::create_dir_all(ws.join("b")).unwrap();
+        std::os::unix::fs::symlink(ws.join("b"), ws.join("a/lnk")).unwrap();
+        let (a, lnk) = (ws.join("a"), ws.join("a/lnk"));
+        let (a, lnk) = (a.to_str().unwrap(), lnk.to_str().unwrap());
+        let linked = json!({"services": {
+            "app": {"volumes": [bind(lnk, false)]},
+            "side": {"volumes": [bind(a, false)]}
+        }});
+        assert_eq!(swap_requests(&linked).len(), 1, "a link on the way");
+        let tok = ws.join("a/tok");
+        let secret = json!({
+            "services": {
+                "app": {"secrets": [{"source": "tok", "target": "/run/secrets/tok"}]},
+                "side": {"volumes": [bind(a, false)]}
+            },
+            "secrets": {"tok": {"file": tok.to_str().unwrap()}}
+        });
+        assert_eq!(swap_requests(&secret).len(), 1, "a secret's file");
+        let data = ws.join("a/data");
+        let inherited = json!({"services": {
+            "holder": {"volumes": [bind(data.to_str().unwrap(), true)]},
+            "app": {"volumes_from": ["holder:ro"], "depends_on": {"holder": {}}},
+            "side": {"volumes": [bind(a, false)], "depends_on": {"holder": {}}}
+        }});
+        let asked = swap_requests(&inherited);
+        assert!(
+            asked.iter().any(
+                |(_, s)| matches!(s, Source::ComposeService { service, .. } if service == "app")
+            ),
+            "app mounts holder's bind again when it starts"
+        );
     }
 }
