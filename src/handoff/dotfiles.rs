@@ -94,7 +94,8 @@ pub fn plan(
         });
     }
     let mut in_container = request.clone();
-    let mut mount = None;
+    // a host folder, or a URL under `none`: exported on the host and bound read-only
+    let mut exported = false;
     let host_source = match host_path(&request.repository) {
         Some(path) => {
             let real = std::fs::canonicalize(path)
@@ -109,30 +110,27 @@ pub fn plan(
                         "give a local git repository's folder, a URL, or `owner/repo`".into(),
                     ),
                 })?;
-            in_container.repository = SOURCE_TARGET.to_string();
-            mount = Some(WorkspaceMount {
-                source: export.to_path_buf(),
-                target: SOURCE_TARGET.to_string(),
-                read_only: true,
-                purpose: MountPurpose::GitProtected,
-            });
+            exported = true;
             Some(real)
         }
         // under `none` the container cannot reach a URL: devcell's host git clones it into the
         // export instead, as `up` does (spec-note 0670)
         None if network == NetworkMode::None => {
             in_container.exported_from = Some(request.clone_source());
-            in_container.repository = SOURCE_TARGET.to_string();
-            mount = Some(WorkspaceMount {
-                source: export.to_path_buf(),
-                target: SOURCE_TARGET.to_string(),
-                read_only: true,
-                purpose: MountPurpose::GitProtected,
-            });
+            exported = true;
             None
         }
         None => None,
     };
+    let mount = exported.then(|| {
+        in_container.repository = SOURCE_TARGET.to_string();
+        WorkspaceMount {
+            source: export.to_path_buf(),
+            target: SOURCE_TARGET.to_string(),
+            read_only: true,
+            purpose: MountPurpose::GitProtected,
+        }
+    });
     Ok(Some(HandoffDotfiles {
         planned: PlannedDotfiles {
             repository: request.shown_source(),
