@@ -87,45 +87,72 @@ pub(crate) fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
 pub(crate) fn override_text(file: &Value) -> std::result::Result<(Vec<u8>, &'static str), String> {
     use crate::security::compose::OVERRIDE_TAG;
     use serde_yaml::value::{Tag, TaggedValue};
-    let tagged = |v: &Value| {
-        v.as_object()
-            .filter(|o| o.len() == 1)
-            .and_then(|o| o.get(OVERRIDE_TAG))
-            .cloned()
-    };
-    let services = file.get("services").and_then(Value::as_object);
-    let any = services.is_some_and(|s| {
-        s.values()
-            .filter_map(Value::as_object)
-            .any(|props| props.values().any(|v| tagged(v).is_some()))
-    });
-    if !any {
+    // (service, property) of each `{"!override": value}`, found on the JSON once
+    let tagged: Vec<(&String, &String)> = file
+        .get("services")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, props)| Some((name, props.as_object()?)))
+        .flat_map(|(name, props)| {
+            props
+                .iter()
+                .filter(|(_, v)| {
+                    v.as_object()
+                        .is_some_and(|o| o.len() == 1 && o.contains_key(OVERRIDE_TAG))
+                })
+                .map(move |(key, _)| (name, key))
+        })
+        .collect();
+    if tagged.is_empty() {
         let text = serde_json::to_vec_pretty(file).map_err(|e| e.to_string())?;
         return Ok((text, "json"));
     }
     let mut yaml: serde_yaml::Value = serde_yaml::to_value(file).map_err(|e| e.to_string())?;
-    if let Some(services) = yaml
-        .get_mut("services")
-        .and_then(serde_yaml::Value::as_mapping_mut)
-    {
-        for (_, props) in services.iter_mut() {
-            let Some(props) = props.as_mapping_mut() else {
-                continue;
-            };
-            for (_, value) in props.iter_mut() {
-                let inner = serde_json::to_value(&*value)
-                    .ok()
-                    .and_then(|v| tagged(&v))
-                    .and_then(|v| serde_yaml::to_value(v).ok());
-                if let Some(inner) = inner {
-                    *value = serde_yaml::Value::Tagged(Box::new(TaggedValue {
-                        tag: Tag::new("override"),
-                        value: inner,
-                    }));
-                }
-            }
+    for (service, key) in tagged {
+        let Some(value) = yaml
+            .get_mut("services")
+            .and_then(|s| s.get_mut(service.as_str()))
+            .and_then(|p| p.get_mut(key.as_str()))
+        else {
+            continue;
+        };
+        if let Some(inner) = value.get(OVERRIDE_TAG).cloned() {
+            *value = serde_yaml::Value::Tagged(Box::new(TaggedValue {
+                tag: Tag::new("override"),
+                value: inner,
+            }));
         }
     }
     let text = serde_yaml::to_string(&yaml).map_err(|e| e.to_string())?;
     Ok((text.into_bytes(), "yml"))
+}
+
+#[cfg(test)]
+mod override_text_tests {
+    use super::*;
+
+    /// spec-note 0431: a replacing list is written with Compose's `!override` tag (YAML);
+    /// without one the file stays JSON.
+    #[test]
+    fn a_replacing_list_makes_the_override_yaml_with_its_tag() {
+        let plain = serde_json::json!({"services": {"db": {"restart": "no"}}});
+        let (text, extension) = override_text(&plain).unwrap();
+        assert_eq!(extension, "json");
+        assert_eq!(serde_json::from_slice::<Value>(&text).unwrap(), plain);
+        let tagged = serde_json::json!({"services": {"db": {
+            "restart": "no",
+            "ports": {"!override": [{"target": 5432, "host_ip": "127.0.0.1"}]}
+        }}});
+        let (text, extension) = override_text(&tagged).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert_eq!(extension, "yml");
+        assert!(text.contains("ports: !override"), "{text}");
+        let back: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(
+            back["services"]["db"]["restart"].as_str(),
+            Some("no"),
+            "{text}"
+        );
+    }
 }

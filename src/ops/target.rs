@@ -68,39 +68,39 @@ pub(crate) async fn find_container(
             && !security::identity::binds_workspace(&info, folders)
         {
             let binds = security::identity::bind_sources(&info);
-            warnings.push(Warning {
-                location: None,
-                message: format!(
-                    "container {} carries this workspace's labels but does not bind `{}` (its binds: {}): it is not used; remove it if it is not yours (`docker rm -f {}`)",
-                    short(&info.id),
-                    folders.first().map(|f| f.display().to_string()).unwrap_or_default(),
-                    if binds.is_empty() { "none".to_string() } else { binds.join(", ") },
-                    short(&info.id),
-                ),
-            });
+            let why = format!(
+                "carries this workspace's labels but does not bind `{}` (its binds: {})",
+                folders
+                    .first()
+                    .map(|f| f.display().to_string())
+                    .unwrap_or_default(),
+                if binds.is_empty() {
+                    "none".to_string()
+                } else {
+                    binds.join(", ")
+                },
+            );
+            warnings.push(passed_over(&info, &why));
             continue;
         }
-        if !created_for_a_workspace(engine, &info, labels).await? {
-            warnings.push(Warning {
-                location: None,
-                message: format!(
-                    "container {} carries the labels asked for but no dev container label set when it was created (devcell and the reference CLI set `devcontainer.*`/`devcell.*` labels, which a repository cannot): it is not used; remove it if it is not yours (`docker rm -f {}`)",
-                    short(&info.id),
-                    short(&info.id),
-                ),
-            });
+        // the image's labels, read once per image id (spec-note 0421)
+        let image = match (labels.is_empty(), info.image_id.is_empty()) {
+            (false, false) => crate::ops::image_files::image_labels(engine, &info.image_id).await?,
+            _ => None,
+        };
+        if !set_at_creation(&info.labels, labels, image.as_ref()) {
+            warnings.push(passed_over(
+                &info,
+                "carries the labels asked for but no dev container label set when it was created (devcell and the reference CLI set `devcontainer.*`/`devcell.*` labels, which a repository cannot)",
+            ));
             continue;
         }
-        if labels_from_its_image(engine, &info, labels).await? {
-            warnings.push(Warning {
-                location: None,
-                message: format!(
-                    "container {} carries this workspace's labels only because its image `{}` does (they were not set when it was created): it is not this workspace's container and is not used; remove it if it is not yours (`docker rm -f {}`)",
-                    short(&info.id),
-                    info.image,
-                    short(&info.id),
-                ),
-            });
+        if claimed_by_its_image(labels, image.as_ref()) {
+            let why = format!(
+                "carries this workspace's labels only because its image `{}` does (they were not set when it was created), so it is not this workspace's container",
+                info.image
+            );
+            warnings.push(passed_over(&info, &why));
             continue;
         }
         return Ok(Some(info));
@@ -108,53 +108,49 @@ pub(crate) async fn find_container(
     Ok(None)
 }
 
-/// Whether a container found by `labels` that include a key of the user's own choosing
-/// (`--id-label`, outside the `devcontainer.*`/`devcell.*` namespaces a repository cannot set:
-/// spec-note 0421) was made by devcell or the reference CLI for a workspace: it carries at
-/// least one label of those namespaces that its image does not give it (set when it was
-/// created). Another repository's Compose service can set any other label (attack 29, G2);
-/// lookups by the identity namespaces only are [`labels_from_its_image`]'s.
-///
-/// Errors: the engine's.
-async fn created_for_a_workspace(
-    engine: &dyn Engine,
-    info: &ContainerInfo,
+/// The warning for a container the lookup passed over: `container <id> <why>: it is not
+/// used; remove it if it is not yours (docker rm -f <id>)`.
+fn passed_over(info: &ContainerInfo, why: &str) -> Warning {
+    let id = short(&info.id);
+    Warning {
+        location: None,
+        message: format!(
+            "container {id} {why}: it is not used; remove it if it is not yours (`docker rm -f {id}`)"
+        ),
+    }
+}
+
+/// Whether a container (its `own` labels) found by `labels` that include a key of the user's
+/// own choosing (`--id-label`, outside the `devcontainer.*`/`devcell.*` namespaces a
+/// repository cannot set: spec-note 0421) was made by devcell or the reference CLI for a
+/// workspace: it carries at least one label of those namespaces that its image (`image`, its
+/// labels; `None`: unknown, none) does not give it (set when it was created). Another
+/// repository's Compose service can set any other label (attack 29, G2); lookups by the
+/// identity namespaces only are [`claimed_by_its_image`]'s.
+fn set_at_creation(
+    own: &BTreeMap<String, String>,
     labels: &BTreeMap<String, String>,
-) -> Result<bool> {
+    image: Option<&BTreeMap<String, String>>,
+) -> bool {
     if labels.keys().all(|k| crate::names::is_identity_label(k)) {
-        return Ok(true);
+        return true;
     }
-    let image = match info.image_id.is_empty() {
-        true => None,
-        false => crate::ops::image_files::image_labels(engine, &info.image_id).await?,
-    }
-    .unwrap_or_default();
-    Ok(info
-        .labels
-        .iter()
-        .any(|(k, v)| crate::names::is_identity_label(k) && image.get(k) != Some(v)))
+    own.iter()
+        .any(|(k, v)| crate::names::is_identity_label(k) && image.and_then(|i| i.get(k)) != Some(v))
 }
 
 /// Whether every one of `labels` (the identity labels a container was found by) is one its
-/// image gives every container made from it: Docker merges an image's `LABEL`s into its
-/// containers', so any image (a Compose sidecar's built by another repository) can claim a
-/// workspace; devcell and the reference CLI set the labels when they create the container
-/// (attack 28, F4; spec-note 0421). The image's labels are read once per image id
-/// ([`crate::ops::image_files::image_labels`]).
-///
-/// Errors: the engine's.
-async fn labels_from_its_image(
-    engine: &dyn Engine,
-    info: &ContainerInfo,
+/// image (`image`, its labels; `None`: unknown) gives every container made from it: Docker
+/// merges an image's `LABEL`s into its containers', so any image (a Compose sidecar's built by
+/// another repository) can claim a workspace; devcell and the reference CLI set the labels
+/// when they create the container (attack 28, F4; spec-note 0421).
+fn claimed_by_its_image(
     labels: &BTreeMap<String, String>,
-) -> Result<bool> {
-    if labels.is_empty() || info.image_id.is_empty() {
-        return Ok(false);
-    }
-    let Some(image) = crate::ops::image_files::image_labels(engine, &info.image_id).await? else {
-        return Ok(false);
-    };
-    Ok(labels.iter().all(|(k, v)| image.get(k) == Some(v)))
+    image: Option<&BTreeMap<String, String>>,
+) -> bool {
+    image.is_some_and(|image| {
+        !labels.is_empty() && labels.iter().all(|(k, v)| image.get(k) == Some(v))
+    })
 }
 
 /// A value for [`crate::names::CREATION_LABEL`] unique to this creation: the process, the
@@ -331,5 +327,35 @@ mod creation_tests {
         let mut gone = ours;
         gone.state = "removing".to_string();
         assert!(the_created(&[gone], &labels, &token).unwrap().is_none());
+    }
+
+    /// spec-note 0421 (attacks 28 F4, 29 G2): labels its image gives every container claim
+    /// nothing; a lookup by a user's own label needs an identity label set at creation.
+    #[test]
+    fn image_labels_claim_nothing_and_a_user_label_needs_one_set_at_creation() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let ids = map(&[("devcontainer.local_folder", "/w")]);
+        assert!(claimed_by_its_image(&ids, Some(&ids)));
+        assert!(!claimed_by_its_image(&ids, Some(&map(&[]))));
+        assert!(!claimed_by_its_image(&ids, None));
+        let user = map(&[("owner", "w")]);
+        let own = map(&[("owner", "w"), ("devcell.profile", "hardened")]);
+        assert!(set_at_creation(&own, &user, Some(&map(&[]))));
+        assert!(set_at_creation(&own, &user, None));
+        assert!(!set_at_creation(
+            &own,
+            &user,
+            Some(&map(&[("devcell.profile", "hardened")]))
+        ));
+        assert!(!set_at_creation(&map(&[("owner", "w")]), &user, None));
+        assert!(
+            set_at_creation(&map(&[]), &ids, None),
+            "identity labels: the image decides"
+        );
     }
 }
