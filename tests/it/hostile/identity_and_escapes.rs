@@ -561,40 +561,35 @@ mod identity {
         // A container with the victim's id labels that would pass the hardened re-check
         // (read-only root, no capabilities, no-new-privileges, limits, a non-root user, the
         // state volume), but binding the decoy instead of the workspace.
-        let crafted = docker(&[
+        let local_folder = format!("devcontainer.local_folder={v}");
+        let config_file = format!("devcontainer.config_file={v}/.devcontainer/devcontainer.json");
+        let mut crafted_run = vec![
             "run",
             "-d",
             "--label",
-            &format!("devcontainer.local_folder={v}"),
+            &local_folder,
             "--label",
-            &format!("devcontainer.config_file={v}/.devcontainer/devcontainer.json"),
-            "--read-only",
-            "--cap-drop",
-            "ALL",
-            "--security-opt",
-            "no-new-privileges:true",
-            "--pids-limit",
-            "1024",
-            "--memory",
-            "1g",
-            "--cpus",
-            "1",
-            "--network",
-            "none",
+            &config_file,
+        ];
+        crafted_run.extend(crate::support::engine::PASSES_THE_REUSE_RECHECK);
+        let owner = git::WORKSPACE_OWNER.to_string();
+        let decoy_bind = format!("{}:/workspaces/{name}:ro", decoy.display());
+        crafted_run.extend([
             "-u",
-            &git::WORKSPACE_OWNER.to_string(),
+            &owner,
             "-v",
             "/var/lib/devcell",
-            "-v",
             // read-only: a running container writing a folder of the workspace is a foreign
             // writer that refuses the `up` (attack 28, F1); this test is about the lookup
-            &format!("{}:/workspaces/{name}:ro", decoy.display()),
+            "-v",
+            &decoy_bind,
             "--entrypoint",
             "/bin/sh",
             BUSYBOX_IMAGE,
             "-c",
             "while sleep 1; do :; done",
         ]);
+        let crafted = docker(&crafted_run);
         let secrets = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(secrets.path(), r#"{"VICTIM_SECRET": "victim-secret-51c"}"#).unwrap();
         let secrets_arg = secrets.path().display().to_string();

@@ -523,34 +523,21 @@ fn a_container_whose_image_carries_this_workspaces_labels_is_not_reused() {
     let ws = std::fs::canonicalize(ctx.path()).unwrap();
     // what the hardened re-check of a reused container asks (spec-note 0270), as the attack's
     // sidecar had it
-    let (ok, out) = docker(&[
-        "run",
-        "-d",
-        "--name",
-        &name,
-        "--read-only",
-        "--cap-drop",
-        "ALL",
-        "--security-opt",
-        "no-new-privileges:true",
-        "--pids-limit",
-        "1024",
-        "--memory",
-        "1g",
-        "--cpus",
-        "1",
-        "--network",
-        "none",
+    let bind = format!("{}:/workspaces/w:ro", ws.display());
+    let mut run = vec!["run", "-d", "--name", &name];
+    run.extend(crate::support::engine::PASSES_THE_REUSE_RECHECK);
+    run.extend([
         "-u",
         "65534",
         "-v",
         "/var/lib/devcell",
         "-v",
-        &format!("{}:/workspaces/w:ro", ws.display()),
+        &bind,
         &image,
         "sleep",
         "100000",
     ]);
+    let (ok, out) = docker(&run);
     assert!(ok, "{out}");
     let impostor = out.trim().to_string();
     let result = ctx.up(&[]);

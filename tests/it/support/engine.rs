@@ -141,3 +141,23 @@ pub fn assert_refused_for_writer(run: &crate::support::context::Run, name: &str)
     assert!(all.contains(name), "names the container: {all}");
     assert!(all.contains("can write the workspace"), "{all}");
 }
+
+/// The `docker run` flags that make a container pass the hardened re-check of a reused
+/// container (spec-note 0270): read-only root, no capabilities, no new privileges, the
+/// profile's limits, no network. Tests that craft a container posing as a workspace's use
+/// them (with a non-root user and the state volume).
+pub const PASSES_THE_REUSE_RECHECK: &[&str] = &[
+    "--read-only",
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges:true",
+    "--pids-limit",
+    "1024",
+    "--memory",
+    "1g",
+    "--cpus",
+    "1",
+    "--network",
+    "none",
+];
