@@ -48,6 +48,12 @@ pub(crate) fn close_builds(
     })
 }
 
+/// The folder of `project`'s override files in the state folder `store`
+/// (`<state>/compose/<project>`): a file in it is devcell's, not the repository's.
+pub(crate) fn override_dir(store: &StateFolder, project: &str) -> PathBuf {
+    store.root().join("compose").join(project)
+}
+
 /// Writes the override file into devcell's state folder
 /// (`<state>/compose/<project>/docker-compose.devcell-<sha256 of content, 16 hex>.json`, or
 /// `.yml` when a list replaces the repository's: [`override_text`]), where it stays for the
@@ -66,7 +72,7 @@ pub(crate) fn write_override(project: &str, file: &Value) -> Result<PathBuf> {
         .ok_or_else(|| failed("no state folder for the Compose override file".into()))?;
     let (text, extension) = override_text(file).map_err(failed)?;
     let digest = hex::encode(sha2::Sha256::digest(&text));
-    let dir = store.root().join("compose").join(project);
+    let dir = override_dir(&store, project);
     std::fs::create_dir_all(&dir)
         .map_err(|e| failed(format!("cannot create `{}`: {e}", dir.display())))?;
     let path = dir.join(format!(

@@ -25,10 +25,11 @@ use crate::engine::{ContainerInfo, Engine};
 use crate::ops::bring_up::{ContainerAction, UpResult, after_start, initialize_on_host, up_result};
 use crate::ops::compose::{
     ComposeTarget, claim_project, compose_build_target, find_service_container,
-    primary_of_workspace, recorded_files,
+    primary_of_workspace,
 };
 use crate::ops::compose_builds::write_override;
 use crate::ops::compose_network::{self, ComposeNetwork};
+use crate::ops::compose_restart::{self, Restart};
 use crate::ops::container::{SpecInputs, container_spec};
 use crate::ops::create::{
     Started, UserChoice, apply_policy, identity_labels, image_users, merged_with_uid_layer,
@@ -94,6 +95,8 @@ pub(crate) async fn up_compose(
     let mut warnings = loaded.warnings.clone();
     warnings.extend(gpu_warnings);
     let existing = existing_primary(engine, &project.target, &id_labels, opts, reporter).await?;
+    let (existing, start_files) =
+        startable(engine, &project.target, existing, &mut warnings, reporter).await?;
     let mut permissions: Vec<PermissionRequest> = project.judged.requests.clone();
     permissions.extend(project.reported.iter().cloned());
     permissions.extend(recheck_existing(engine, &project, existing.as_ref(), &choice).await?);
@@ -111,7 +114,7 @@ pub(crate) async fn up_compose(
         engine,
         &project,
         &choice,
-        existing,
+        (existing, start_files),
         ids,
         (&mut permissions, &mut warnings),
         reporter,
@@ -239,6 +242,40 @@ async fn existing_primary(
     settle_existing(engine, existing, opts, &labels, reporter).await
 }
 
+/// The existing primary as `up` goes on with it, and the files a stopped one is started with:
+/// a stopped project whose containers are not all what today's judged files make is brought
+/// up as a new one (`None`, with a warning), so Compose creates again what differs
+/// (spec-note 0681).
+///
+/// Errors: the engine's, Compose's.
+async fn startable(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    existing: Option<ContainerInfo>,
+    warnings: &mut Vec<Warning>,
+    reporter: &dyn Reporter,
+) -> Result<(Option<ContainerInfo>, Vec<PathBuf>)> {
+    let info = match existing {
+        Some(info) if !info.running => info,
+        running_or_none => return Ok((running_or_none, Vec::new())),
+    };
+    match compose_restart::restart(engine, target, &info).await? {
+        Restart::AsItIs(files) => Ok((Some(info), files)),
+        Restart::Again(reason) => {
+            let message = format!(
+                "the stopped Compose project `{}` is not started as it is ({reason}): its changed containers are created again from today's files",
+                target.project.name
+            );
+            reporter.report(Event::Status(format!("warning: {message}")));
+            warnings.push(Warning {
+                location: None,
+                message,
+            });
+            Ok((None, Vec::new()))
+        }
+    }
+}
+
 /// The existing primary judged again as a reused container is (its project network is not a
 /// request), and a closed project's refusals: a container created open is not reused closed,
 /// and no open network of the project may exist before a closed one is created.
@@ -298,7 +335,7 @@ async fn bring_up_primary(
     engine: &dyn Engine,
     project: &JudgedProject,
     choice: &UpChoice,
-    existing: Option<ContainerInfo>,
+    (existing, start_files): (Option<ContainerInfo>, Vec<PathBuf>),
     (id_labels, devcontainer_id): (&std::collections::BTreeMap<String, String>, &str),
     (permissions, warnings): (&mut Vec<PermissionRequest>, &mut Vec<Warning>),
     reporter: &dyn Reporter,
@@ -311,16 +348,16 @@ async fn bring_up_primary(
         }
         Some(info) => {
             // Started again with the files it was created with (its override among them), and
-            // only the containers that exist: `start` creates nothing, so a service the files
-            // gained since (judged by no one: the configuration may name other files now) is
-            // not made (spec-note 0601).
-            let files = recorded_files(&info).unwrap_or_else(|| target.project.files.clone());
+            // only the containers that exist: `start` creates nothing (spec-note 0601). Each of
+            // them is what today's judged files make ([`startable`], spec-note 0681).
             reporter.report(Event::Status(format!(
                 "starting project {} (container {})",
                 target.project.name,
                 short(&info.id)
             )));
-            target.with_files(files).start(&[]).await?;
+            // what Compose reads now is what was judged (spec-note 0400)
+            target.judged.refuse_changed(&target.project).await?;
+            target.with_files(start_files).start(&[]).await?;
             // the project's containers run again: recorded before anything else can fail
             crate::ops::bring_up::record_git_baseline(&info.id, opts);
             let info = inspect(engine, &info.id).await?;

@@ -20,6 +20,7 @@ pub(crate) mod compose;
 pub(crate) mod compose_builds;
 pub(crate) mod compose_judged;
 pub(crate) mod compose_network;
+pub(crate) mod compose_restart;
 pub(crate) mod compose_up;
 pub mod container;
 pub(crate) mod create;

@@ -1068,10 +1068,10 @@ fn a_compose_handoff_under_none_and_allowlist_reaches_only_its_sidecars_and_the_
     );
 }
 
-/// A stopped project is started again with the files it was created with; after the
-/// repository names other files and gives the old ones a new service (root, the host's `/`
-/// mounted), that service is never made: only the containers that exist start, and the hook
-/// keeps running as the judged user.
+/// After the repository names other files and gives the old ones a new service (root, the
+/// host's `/` mounted), that service is never made: the stopped project, created from other
+/// files than the configuration names, is created again from the judged ones (spec-note
+/// 0681), and the hook keeps running as the judged user.
 #[test]
 fn a_stopped_project_starts_only_its_containers_and_no_service_its_old_files_gained() {
     let Some(ctx) = TestContext::busybox("compose_ops_restart") else {
@@ -1114,7 +1114,13 @@ fn a_stopped_project_starts_only_its_containers_and_no_service_its_old_files_gai
     );
     let ctx = ctx.config_json(&config("b.yml"));
     let again = ctx.up(&[]);
-    assert_eq!(again["devcell"]["container"], "started", "{again}");
+    assert_eq!(again["devcell"]["container"], "created", "{again}");
+    assert!(
+        again["devcell"]["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("names other Compose files")),
+        "{again}"
+    );
     assert_eq!(
         services(&project),
         ["app running"],
@@ -1662,5 +1668,70 @@ fn a_renamed_primarys_old_container_is_stopped_before_up_reads() {
         run.stderr
     );
     assert_eq!(services(&name), ["app exited", "app2 running"]);
+    ctx.run("down", &["--remove"]).ok();
+}
+
+/// Attack 30, H2 (spec-note 0681): an agent in the primary dropped a sidecar's bind from the
+/// Compose file and linked the bind's source out of the workspace; after `devcell down`, `up`
+/// ran `compose start`, which started the sidecar created from yesterday's file, its bind now
+/// reaching the host folder. A stopped project whose containers are not what today's judged
+/// files make is created again instead: nothing is written outside the workspace.
+#[test]
+fn a_stopped_projects_container_from_other_files_is_not_started_as_it_is() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(ctx) = TestContext::busybox("compose_ops_restart_stale") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    let outside = tempfile::Builder::new()
+        .prefix("devcell-outside-")
+        .tempdir()
+        .unwrap();
+    // writable by the sidecar's user, so only the bind decides whether it is written
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir_all(ctx.path().join("data")).unwrap();
+    let compose = |side_volumes: &str| {
+        format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"echo written > /data/marker; sleep 100000\"]\n{side_volumes}  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    depends_on: [side]\n    volumes: [\"..:/workspace\"]\n"
+        )
+    };
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &compose("    volumes: [\"../data:/data\"]\n"),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    // the sidecar runs as the workspace's owner (spec-note 0611), who can write it
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    ctx.run("up", &[]).ok();
+    assert!(
+        ctx.path().join("data/marker").is_file(),
+        "the sidecar writes through its bind"
+    );
+    ctx.run("down", &[]).ok();
+    // what the agent in `app` could do before the `down`
+    std::fs::remove_dir_all(ctx.path().join("data")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ctx.path().join("data")).unwrap();
+    ctx.write(".devcontainer/docker-compose.yml", &compose(""));
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    run.ok();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "the old sidecar wrote the host folder"
+    );
+    assert!(
+        run.stderr.contains("is not started as it is"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(services(&name), ["app running", "side running"]);
+    // unchanged files: the stopped project is started as it is, not created again
+    ctx.run("down", &[]).ok();
+    let again = ctx.up(&[]);
+    assert_eq!(again["devcell"]["container"], "started", "{again}");
     ctx.run("down", &["--remove"]).ok();
 }

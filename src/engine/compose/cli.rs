@@ -16,6 +16,14 @@ pub const SERVICE_LABEL: &str = "com.docker.compose.service";
 /// with, absolute and comma-separated (the reference CLI recovers its override files from it).
 pub const CONFIG_FILES_LABEL: &str = "com.docker.compose.project.config_files";
 
+/// The label Compose puts on every container it creates: its hash of the service's
+/// configuration (Compose leaves `build`, `depends_on`, the scale and the pull policy out),
+/// which `up` compares to re-create a container whose service changed.
+pub const CONFIG_HASH_LABEL: &str = "com.docker.compose.config-hash";
+
+/// The label Compose puts on a `compose run` container (`True`), which `start` never starts.
+pub const ONEOFF_LABEL: &str = "com.docker.compose.oneoff";
+
 /// The labels that find a project's container of `service` (the reference CLI's lookup), for
 /// [`crate::engine::Engine::find_containers`].
 pub fn service_labels(project: &str, service: &str) -> std::collections::BTreeMap<String, String> {
@@ -479,6 +487,23 @@ impl ComposeProject {
             .collect())
     }
 
+    /// Compose's configuration hash of each service ([`CONFIG_HASH_LABEL`]), every profile
+    /// active (`config --profile * --hash *`), by service name.
+    ///
+    /// Errors: as [`ComposeCli::config`]; [`ComposeError::Failed`] for a line that is not
+    /// `<service> <hash>`.
+    pub async fn config_hashes(&self) -> Result<std::collections::BTreeMap<String, String>> {
+        let mut args = global_args(Some(&self.name), &self.files, self.env_file.as_deref());
+        args.extend(["--profile", "*", "config", "--hash", "*"].map(String::from));
+        let out = self.cli.run("config", &self.name, &args).await?;
+        parse_hashes(&out).map_err(|line| ComposeError::Failed {
+            operation: "config",
+            project: self.name.clone(),
+            status: "unexpected output".to_string(),
+            stderr: format!("`config --hash` printed `{line}`, not `<service> <hash>`"),
+        })
+    }
+
     /// What `config` of this project with `options` printed.
     async fn config_output(&self, options: &[&str]) -> Result<Vec<u8>> {
         let mut args = global_args(Some(&self.name), &self.files, self.env_file.as_deref());
@@ -685,6 +710,24 @@ fn stderr_tail(stderr: &[u8]) -> String {
     String::from_utf8_lossy(&stderr[start..]).trim().to_string()
 }
 
+/// The `<service> <hash>` lines of `config --hash`, by service; `Err` with the first line that
+/// is not one.
+fn parse_hashes(
+    out: &[u8],
+) -> std::result::Result<std::collections::BTreeMap<String, String>, String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|line| match line.split_once(' ') {
+            Some((service, hash)) if !service.is_empty() && !hash.trim().is_empty() => {
+                Ok((service.to_string(), hash.trim().to_string()))
+            }
+            _ => Err(line.to_string()),
+        })
+        .collect()
+}
+
 /// `ps --format json` prints one object per line (Compose ≥ 2.21) or one array (earlier v2).
 fn parse_ps(out: &[u8]) -> Result<Vec<ComposeContainer>> {
     let json = |source| ComposeError::Json {
@@ -719,6 +762,19 @@ fn parse_ps(out: &[u8]) -> Result<Vec<ComposeContainer>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `config --hash *` prints `<service> <hash>` a line; anything else is an error naming
+    /// the line, never a service with an empty hash.
+    #[test]
+    fn config_hash_lines_are_read_by_service() {
+        let hashes = parse_hashes(b"app 8b5e\nside bdbc\n\n").unwrap();
+        assert_eq!(hashes.get("app").map(String::as_str), Some("8b5e"));
+        assert_eq!(hashes.get("side").map(String::as_str), Some("bdbc"));
+        assert_eq!(hashes.len(), 2);
+        assert_eq!(parse_hashes(b"app\n").unwrap_err(), "app");
+        assert_eq!(parse_hashes(b"app \n").unwrap_err(), "app");
+        assert!(parse_hashes(b"").unwrap().is_empty());
+    }
 
     /// A private working folder a killed devcell left (its pid gone) is removed by the next
     /// run; one of a devcell that still runs, a link and another name stay.

@@ -18,8 +18,9 @@ pub mod name;
 pub mod overrides;
 
 pub use cli::{
-    CONFIG_FILES_LABEL, ComposeCli, ComposeContainer, ComposeError, ComposeProject, PROJECT_LABEL,
-    SERVICE_LABEL, config_files_from_label, service_labels,
+    CONFIG_FILES_LABEL, CONFIG_HASH_LABEL, ComposeCli, ComposeContainer, ComposeError,
+    ComposeProject, ONEOFF_LABEL, PROJECT_LABEL, SERVICE_LABEL, config_files_from_label,
+    service_labels,
 };
 pub use name::{ProjectNameInputs, project_name, sanitize_project_name};
 pub use overrides::{OVERRIDE_TAG, escape_interpolation, override_file, service_override};

@@ -1,0 +1,176 @@
+//! Whether a stopped Compose project may be started as it is (spec-note 0681).
+//!
+//! `compose start` starts the containers that exist, with the mounts, users and commands they
+//! were created with, in the dependency order of the files as they are now. devcell judges the
+//! files as they are now, so a container made from other files (an agent in the container
+//! edited them before `devcell down`, attack 30 H2) was judged by no one, and a sidecar first
+//! in today's order may change what another container's old bind resolves to. A stopped
+//! project is therefore started as it is only when every container of it is what the judged
+//! files make, by Compose's own configuration hash; otherwise `up` goes the create way, where
+//! Compose creates again each container whose configuration differs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::engine::compose::{CONFIG_HASH_LABEL, ONEOFF_LABEL, SERVICE_LABEL};
+use crate::engine::{ContainerInfo, ContainerSummary, Engine};
+use crate::ops::compose::{ComposeTarget, project_labels, recorded_files};
+use crate::ops::error::Result;
+use crate::ops::state_folder::StateFolder;
+
+/// How a stopped project comes up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Restart {
+    /// Every container is what the judged files make: `compose start` with these files (the
+    /// ones it was created with, devcell's override files among them).
+    AsItIs(Vec<PathBuf>),
+    /// Some container is not (the reason, for people): the project is brought up as a new
+    /// one, and Compose creates again what differs.
+    Again(String),
+}
+
+/// How the project of the stopped primary container `info` comes up: [`Restart::AsItIs`] only
+/// when the configuration names the files it was created with and every container of the
+/// project carries Compose's hash of its service in those files as they are now.
+///
+/// Errors: the engine's; Compose's (`config --hash`).
+pub(crate) async fn restart(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+    info: &ContainerInfo,
+) -> Result<Restart> {
+    let Some(recorded) = recorded_files(info) else {
+        return Ok(Restart::Again(
+            "a file the project was created with is gone".to_string(),
+        ));
+    };
+    let overrides = StateFolder::open_default()
+        .map(|store| crate::ops::compose_builds::override_dir(&store, &target.project.name));
+    if repository_files(&recorded, overrides.as_deref())
+        != repository_files(&target.project.files, overrides.as_deref())
+    {
+        return Ok(Restart::Again(
+            "the configuration names other Compose files than the project was created with"
+                .to_string(),
+        ));
+    }
+    let hashes = target.with_files(recorded.clone()).config_hashes().await?;
+    let containers = engine
+        .find_containers(&project_labels(&target.project.name))
+        .await?;
+    Ok(match diverged(&hashes, &containers) {
+        Some(reason) => Restart::Again(reason),
+        None => Restart::AsItIs(recorded),
+    })
+}
+
+/// The files of `files` that are not devcell's override files (those in `overrides`), made
+/// absolute as Compose records them.
+fn repository_files(files: &[PathBuf], overrides: Option<&Path>) -> Vec<PathBuf> {
+    files
+        .iter()
+        .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone()))
+        .filter(|f| overrides.is_none_or(|dir| f.parent() != Some(dir)))
+        .collect()
+}
+
+/// The first container of `containers` (a project's, `compose run` ones left out: `start`
+/// never starts them) whose configuration hash is not `hashes`' for its service (a service
+/// the files no longer have included), as a reason for people; `None` when all match.
+fn diverged(hashes: &BTreeMap<String, String>, containers: &[ContainerSummary]) -> Option<String> {
+    containers
+        .iter()
+        .filter(|c| {
+            c.labels
+                .get(ONEOFF_LABEL)
+                .is_none_or(|v| !v.eq_ignore_ascii_case("true"))
+        })
+        .find_map(|c| {
+            let service = c.labels.get(SERVICE_LABEL).map(String::as_str);
+            let name = c.names.first().map_or(c.id.as_str(), String::as_str);
+            match (service, c.labels.get(CONFIG_HASH_LABEL)) {
+                (Some(service), Some(hash)) if hashes.get(service) == Some(hash) => None,
+                (Some(service), _) if !hashes.contains_key(service) => Some(format!(
+                    "container {name} is of service `{service}`, which the files no longer have"
+                )),
+                (Some(service), _) => Some(format!(
+                    "container {name} of service `{service}` was created from other files than today's"
+                )),
+                (None, _) => Some(format!("container {name} names no service")),
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(name: &str, service: Option<&str>, hash: Option<&str>) -> ContainerSummary {
+        let mut labels = BTreeMap::new();
+        if let Some(s) = service {
+            labels.insert(SERVICE_LABEL.to_string(), s.to_string());
+        }
+        if let Some(h) = hash {
+            labels.insert(CONFIG_HASH_LABEL.to_string(), h.to_string());
+        }
+        ContainerSummary {
+            id: format!("id-{name}"),
+            names: vec![name.to_string()],
+            image: String::new(),
+            image_id: String::new(),
+            state: "exited".to_string(),
+            labels,
+        }
+    }
+
+    fn hashes() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("app".to_string(), "h-app".to_string()),
+            ("side".to_string(), "h-side".to_string()),
+        ])
+    }
+
+    /// Attack 30 H2: a sidecar created from yesterday's files (another hash), one of a service
+    /// the files dropped, and one with no hash are not started as they are; matching ones and
+    /// `compose run` containers are.
+    #[test]
+    fn only_containers_of_todays_files_are_started_as_they_are() {
+        let same = [
+            container("p-app-1", Some("app"), Some("h-app")),
+            container("p-side-1", Some("side"), Some("h-side")),
+        ];
+        assert_eq!(diverged(&hashes(), &same), None);
+        let mut oneoff = container("p-side-run-1", Some("side"), Some("old"));
+        oneoff
+            .labels
+            .insert(ONEOFF_LABEL.to_string(), "True".to_string());
+        assert_eq!(diverged(&hashes(), &[oneoff]), None);
+        let old = container("p-side-1", Some("side"), Some("h-old"));
+        assert!(diverged(&hashes(), &[old]).unwrap().contains("p-side-1"));
+        let gone = container("p-db-1", Some("db"), Some("h-db"));
+        assert!(diverged(&hashes(), &[gone]).unwrap().contains("no longer"));
+        let unhashed = container("p-app-1", Some("app"), None);
+        assert!(diverged(&hashes(), &[unhashed]).is_some());
+        assert!(diverged(&hashes(), &[container("x", None, Some("h-app"))]).is_some());
+    }
+
+    /// devcell's override files (in the project's override folder) are not the repository's;
+    /// the rest is compared as Compose records it, absolute.
+    #[test]
+    fn override_files_are_left_out_of_the_repositorys_files() {
+        let dir = Path::new("/state/compose/p");
+        let files = [
+            PathBuf::from("/w/.devcontainer/compose.yml"),
+            dir.join("docker-compose.devcell-0123.json"),
+        ];
+        assert_eq!(
+            repository_files(&files, Some(dir)),
+            vec![PathBuf::from("/w/.devcontainer/compose.yml")]
+        );
+        assert_eq!(repository_files(&files, None).len(), 2);
+        assert_ne!(
+            repository_files(&files[..1], Some(dir)),
+            repository_files(&[PathBuf::from("/w/.devcontainer/other.yml")], Some(dir))
+        );
+    }
+}
