@@ -61,6 +61,12 @@ pub const VOLUME_WORKSPACE_LABEL: &str = "devcell.volume_workspace";
 /// no image or configuration can set (spec-note 0421).
 pub const CREATION_LABEL: &str = "devcell.creation";
 
+/// Container label: the id labels devcell created the container under (a JSON object, keys
+/// sorted), so a lookup by a user's own `--id-label` finds only a container devcell made for
+/// those labels, never another workspace's dev container whose `runArgs` or Compose `labels`
+/// gave it the same key (attack 31, M3; spec-note 0421). In devcell's label namespace.
+pub const ID_LABELS_LABEL: &str = "devcell.id_labels";
+
 /// Label namespaces devcell and the reference CLI identify containers by (the id labels
 /// above, `devcontainer.metadata`, `devcell.*` evidence labels, the reference's
 /// `devcontainer.is_test_run`): a repository may not set any key in them (spec-note 0421).

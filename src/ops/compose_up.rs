@@ -891,7 +891,7 @@ async fn create(
     let hardened = matches!(profile, SecurityProfile::Hardened(_));
     let JudgedService {
         mut spec,
-        permissions,
+        mut permissions,
         remote_user: applied_remote,
         shields,
     } = judge_service(
@@ -904,6 +904,7 @@ async fn create(
         (warnings, reporter),
     )
     .await?;
+    permissions.extend(refuse_override_swaps(target, &spec, profile, grants)?);
     let token = primary_network(&mut spec, mode, target, devcontainer_id)?;
     let sidecars = keep_shields_read_only(
         &target.model,
@@ -940,6 +941,36 @@ async fn create(
         entries,
         permissions,
     })
+}
+
+/// The swap rule over the project with the primary's binds as its override file gives them
+/// ([`security::compose::primary_bind_swaps`], attack 31 M1): the granted requests, for the
+/// result.
+///
+/// Errors: [`OpsError::Security`] when one is refused (nothing was created).
+fn refuse_override_swaps(
+    target: &ComposeTarget,
+    spec: &crate::engine::ContainerSpec,
+    profile: &SecurityProfile,
+    grants: &Grants,
+) -> Result<Vec<PermissionRequest>> {
+    let binds: Vec<(String, bool)> = spec
+        .mounts
+        .iter()
+        .filter(|m| m.kind == crate::engine::MountKind::Bind)
+        .filter_map(|m| Some((m.source.clone()?, m.read_only)))
+        .collect();
+    let requests = security::compose::primary_bind_swaps(
+        profile,
+        &target.model,
+        &target.service,
+        &binds,
+        grants,
+    );
+    match security::policy::refusal(profile, &requests) {
+        Some(refused) => Err(refused.into()),
+        None => Ok(requests),
+    }
 }
 
 /// The primary's create request after the profile's judgement.

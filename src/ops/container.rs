@@ -110,6 +110,11 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
     spec.mounts.extend(inputs.extra_mounts.iter().cloned());
 
     spec.labels = inputs.id_labels.clone();
+    // what this container is for, read by a lookup by a user's `--id-label` (spec-note 0421)
+    spec.labels.insert(
+        crate::names::ID_LABELS_LABEL.to_string(),
+        serde_json::to_string(inputs.id_labels).unwrap_or_default(),
+    );
     let typed = MergedConfiguration::of(merged);
     spec.env.extend(typed.container_env);
     spec.user = typed.users.container_user;

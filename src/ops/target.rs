@@ -122,10 +122,13 @@ fn passed_over(info: &ContainerInfo, why: &str) -> Warning {
 
 /// Whether a container (its `own` labels) found by `labels` that include a key of the user's
 /// own choosing (`--id-label`, outside the `devcontainer.*`/`devcell.*` namespaces a
-/// repository cannot set: spec-note 0421) was made by devcell or the reference CLI for a
-/// workspace: it carries at least one label of those namespaces that its image (`image`, its
-/// labels; `None`: unknown, none) does not give it (set when it was created). Another
-/// repository's Compose service can set any other label (attack 29, G2); lookups by the
+/// repository cannot set: spec-note 0421) was made by devcell or the reference CLI for those
+/// labels: it carries at least one label of those namespaces that its image (`image`, its
+/// labels; `None`: unknown, none) does not give it (set when it was created; another
+/// repository's Compose service can set any other label, attack 29 G2), and, when devcell
+/// made it (a `devcell.*` label set at creation), the id labels devcell recorded at its
+/// creation ([`crate::names::ID_LABELS_LABEL`]) hold every one of `labels` (another
+/// repository's dev container given the key by its `runArgs`, attack 31 M3). Lookups by the
 /// identity namespaces only are [`claimed_by_its_image`]'s.
 fn set_at_creation(
     own: &BTreeMap<String, String>,
@@ -135,8 +138,24 @@ fn set_at_creation(
     if labels.keys().all(|k| crate::names::is_identity_label(k)) {
         return true;
     }
-    own.iter()
-        .any(|(k, v)| crate::names::is_identity_label(k) && image.and_then(|i| i.get(k)) != Some(v))
+    let created = |k: &String, v: &String| image.and_then(|i| i.get(k)) != Some(v);
+    if !own
+        .iter()
+        .any(|(k, v)| crate::names::is_identity_label(k) && created(k, v))
+    {
+        return false;
+    }
+    let made_by_devcell = own
+        .iter()
+        .any(|(k, v)| k.starts_with("devcell.") && created(k, v));
+    if !made_by_devcell {
+        return true;
+    }
+    let recorded: Option<BTreeMap<String, String>> = own
+        .get(crate::names::ID_LABELS_LABEL)
+        .filter(|v| created(&crate::names::ID_LABELS_LABEL.to_string(), v))
+        .and_then(|v| serde_json::from_str(v).ok());
+    recorded.is_some_and(|recorded| labels.iter().all(|(k, v)| recorded.get(k) == Some(v)))
 }
 
 /// Whether every one of `labels` (the identity labels a container was found by) is one its
@@ -344,14 +363,34 @@ mod creation_tests {
         assert!(!claimed_by_its_image(&ids, Some(&map(&[]))));
         assert!(!claimed_by_its_image(&ids, None));
         let user = map(&[("owner", "w")]);
-        let own = map(&[("owner", "w"), ("devcell.profile", "hardened")]);
+        let recorded = r#"{"owner":"w","team":"t"}"#;
+        let own = map(&[
+            ("owner", "w"),
+            ("devcell.profile", "hardened"),
+            ("devcell.id_labels", recorded),
+        ]);
         assert!(set_at_creation(&own, &user, Some(&map(&[]))));
         assert!(set_at_creation(&own, &user, None));
         assert!(!set_at_creation(
             &own,
             &user,
-            Some(&map(&[("devcell.profile", "hardened")]))
+            Some(&map(&[
+                ("devcell.profile", "hardened"),
+                ("devcell.id_labels", recorded)
+            ]))
         ));
+        // attack 31 M3: another workspace's dev container given the key by its `runArgs`
+        let other = map(&[
+            ("owner", "w"),
+            ("devcell.profile", "hardened"),
+            ("devcell.id_labels", r#"{"devcontainer.local_folder":"/x"}"#),
+        ]);
+        assert!(!set_at_creation(&other, &user, None));
+        let unrecorded = map(&[("owner", "w"), ("devcell.profile", "hardened")]);
+        assert!(!set_at_creation(&unrecorded, &user, None));
+        // the reference CLI's container: its `devcontainer.*` label set at creation
+        let reference = map(&[("owner", "w"), ("devcontainer.metadata", "[]")]);
+        assert!(set_at_creation(&reference, &user, None));
         assert!(!set_at_creation(&map(&[("owner", "w")]), &user, None));
         assert!(
             set_at_creation(&map(&[]), &ids, None),

@@ -1735,3 +1735,40 @@ fn a_stopped_projects_container_from_other_files_is_not_started_as_it_is() {
     assert_eq!(again["devcell"]["container"], "started", "{again}");
     ctx.run("down", &["--remove"]).ok();
 }
+
+/// Attack 31, M1: the same swap as above, with the primary's `data` bind given by
+/// devcontainer.json `mounts` (devcell writes it into the override file, which the Compose
+/// model judged by the swap rule did not hold): refused before anything runs, nothing read or
+/// written on the host.
+#[test]
+fn a_sidecar_that_starts_first_cannot_swap_a_bind_from_the_configurations_mounts() {
+    use crate::support::hostile::HostTarget;
+    let Some(ctx) = TestContext::busybox("compose_ops_swap_mounts") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    let host = HostTarget::new();
+    std::fs::create_dir_all(ctx.path().join("data")).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"cd /w && rm -rf data && ln -s {} data && sleep 100000\"]\n    healthcheck: {{test: [\"CMD\", \"test\", \"-L\", \"/w/data\"], interval: 1s, retries: 30}}\n    volumes: [\"..:/w\"]\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    depends_on: {{side: {{condition: service_healthy}}}}\n    volumes: [\"..:/workspace\"]\n",
+            host.path().display()
+        ),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace",
+            "mounts": ["source=${localWorkspaceFolder}/data,target=/data,type=bind"],
+            "remoteUser": "nobody", "postCreateCommand": "echo written > /data/marker"}"#,
+    );
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains("--allow mount:"), "{all}");
+    assert!(all.contains("`side` writes"), "{all}");
+    assert!(services(&name).is_empty(), "{:?}", services(&name));
+    assert!(ctx.path().join("data").is_dir(), "nothing ran");
+    host.assert_untouched();
+}

@@ -433,6 +433,47 @@ pub fn compose_requests(
     requests
 }
 
+/// The swap rule (spec-note 0672) once more, with the binds devcell gives the `primary` service
+/// through its override file added to it (`binds`: host path as written, read-only or not;
+/// devcontainer.json and Feature `mounts`, devcell's own): those binds are mounted by the same
+/// `compose up`, after the services the primary waits for have run, and a service can write
+/// the folder above one of them, or one of them can be the writer (attack 31, M1). Only the
+/// pairs the added binds make are returned (the model's own were judged with it), judged
+/// under `profile` with `grants`, refused ones included.
+pub fn primary_bind_swaps(
+    profile: &SecurityProfile,
+    model: &Value,
+    primary: &str,
+    binds: &[(String, bool)],
+    grants: &Grants,
+) -> Vec<PermissionRequest> {
+    let mut merged = model.clone();
+    let Some(Value::Object(service)) = merged.get_mut("services").and_then(|s| s.get_mut(primary))
+    else {
+        return Vec::new();
+    };
+    let volumes = service
+        .entry("volumes")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(volumes) = volumes {
+        for (source, read_only) in binds {
+            volumes.push(json!({"type": "bind", "source": source, "read_only": read_only}));
+        }
+    }
+    let judged = swaps::swap_requests(model);
+    let added: Vec<(Permission, Source)> = swaps::swap_requests(&merged)
+        .into_iter()
+        .filter(|asked| !judged.contains(asked))
+        .collect();
+    let mut requests: Vec<PermissionRequest> = Vec::new();
+    for r in judge(profile, added, grants) {
+        if !requests.contains(&r) {
+            requests.push(r);
+        }
+    }
+    requests
+}
+
 /// The images each service of `model` with a `build` builds `FROM` ([`base_images`], with the
 /// build's `args`), by service, for the caller to inspect: a base image's `ONBUILD` triggers
 /// run in the build and do not show in its Dockerfile ([`onbuild_requests`], attacks G9).

@@ -657,3 +657,49 @@ fn a_container_with_only_the_users_id_label_is_not_the_workspaces() {
     assert_eq!(exec.code, Some(0), "{}", exec.stderr);
     assert_eq!(exec.stdout.trim(), &id[..12]);
 }
+
+/// Attack 31, M3 (spec-note 0421): another (outer) repository's dev container, made by devcell
+/// with the user's label key given by its `runArgs` and a bind of the nested workspace, is not
+/// found by the nested workspace's `exec --id-label`: devcell records the id labels it made a
+/// container for, and that one was made for the outer workspace's. Nothing runs in it.
+#[test]
+fn another_workspaces_dev_container_given_the_users_id_label_is_not_found() {
+    use crate::support::context::TestContext;
+    use crate::support::deadline::Bounded as _;
+    use crate::support::engine::docker;
+    let Some(outer) = TestContext::busybox("id_label_outer") else {
+        return;
+    };
+    let token = crate::support::run_token();
+    let outer = outer.isolated();
+    let label = format!("devcell-test-owner.{token}=w");
+    outer.clean_label(&label);
+    let config = format!(
+        r#"{{"image": "IMAGE", "remoteUser": "nobody", "runArgs": ["--label", "{label}"],
+            "mounts": ["source=${{localWorkspaceFolder}}/w,target=/workspaces/w,type=bind"]}}"#
+    );
+    outer.write(
+        "w/.devcontainer/devcontainer.json",
+        &format!(r#"{{"image": "{BUSYBOX_IMAGE}"}}"#),
+    );
+    let outer = outer.config(&config);
+    let impostor = outer.up(&[]);
+    let impostor = impostor["containerId"].as_str().unwrap().to_string();
+    let nested = outer.path().join("w");
+    let exec = outer
+        .command()
+        .args(["exec", "--workspace-folder"])
+        .arg(&nested)
+        .args(["--id-label", &label, "sh", "-c", "touch /tmp/ran-here"])
+        .long_output()
+        .expect("devcell runs");
+    assert_ne!(
+        exec.status.code(),
+        Some(0),
+        "ran in the outer workspace's container: {}",
+        String::from_utf8_lossy(&exec.stdout)
+    );
+    let (ran, _) = docker(&["exec", &impostor, "test", "-e", "/tmp/ran-here"]);
+    assert!(!ran, "the command ran in the outer workspace's container");
+    outer.run("delete", &[]).ok();
+}

@@ -339,3 +339,67 @@ fn a_project_volume_is_this_workspaces_only_with_its_workspace_label() {
                "networks": {"default": {"labels": {VOLUME_WORKSPACE_LABEL: "/tmp/pb/ws"}}}})
     );
 }
+
+/// Attack 31, M1: a bind devcell gives the primary through its override file
+/// (devcontainer.json `mounts`) is swappable by a sidecar that starts first and writes the
+/// folder above it; the primary as the writer through such a bind makes a later sidecar's bind
+/// a request too. Only the pairs the added binds make come back; a granted one is granted.
+#[test]
+fn binds_the_override_adds_to_the_primary_count_for_the_swap_rule() {
+    let ws = "/nonexistent/devcell-ws";
+    let data = format!("{ws}/data");
+    let bind = |source: &str| json!({"type": "bind", "source": source, "target": "/x"});
+    let sidecar_first = model(json!({
+        "app": {"depends_on": {"side": {"condition": "service_healthy"}}},
+        "side": {"volumes": [bind(ws)]}
+    }));
+    let added = primary_bind_swaps(
+        &hardened(),
+        &sidecar_first,
+        "app",
+        &[(data.clone(), false)],
+        &Grants::default(),
+    );
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert_eq!(added[0].permission, Permission::Mount(data.clone()));
+    assert_eq!(added[0].status, RequestStatus::Refused);
+    // the writer's bind comes from the override
+    let primary_writes = model(json!({
+        "app": {},
+        "side": {"volumes": [bind(&data)], "depends_on": {"app": {"condition": "service_healthy"}}}
+    }));
+    let added = primary_bind_swaps(
+        &hardened(),
+        &primary_writes,
+        "app",
+        &[(ws.to_string(), false)],
+        &Grants::default(),
+    );
+    assert_eq!(added.len(), 1, "{added:?}");
+    // the model's own pairs were judged with it; a read-only bind under no writer is none
+    let judged = model(json!({
+        "app": {"volumes": [bind(&data)], "depends_on": {"side": {}}},
+        "side": {"volumes": [bind(ws)]}
+    }));
+    assert!(primary_bind_swaps(&hardened(), &judged, "app", &[], &Grants::default()).is_empty());
+    let lone = model(json!({"app": {}}));
+    assert!(
+        primary_bind_swaps(
+            &hardened(),
+            &lone,
+            "app",
+            &[(data.clone(), true)],
+            &Grants::default()
+        )
+        .is_empty()
+    );
+    let grants = Grants::parse(&[format!("mount:{data}")]).unwrap();
+    let granted = primary_bind_swaps(
+        &hardened(),
+        &sidecar_first,
+        "app",
+        &[(data, false)],
+        &grants,
+    );
+    assert_eq!(granted[0].status, RequestStatus::Granted);
+}
