@@ -904,7 +904,7 @@ async fn create(
         (warnings, reporter),
     )
     .await?;
-    permissions.extend(refuse_override_swaps(target, &spec, profile, grants)?);
+    permissions.extend(refuse_override_swaps(target, &merged, profile, grants)?);
     let token = primary_network(&mut spec, mode, target, devcontainer_id)?;
     let sidecars = keep_shields_read_only(
         &target.model,
@@ -943,19 +943,20 @@ async fn create(
     })
 }
 
-/// The swap rule over the project with the primary's binds as its override file gives them
-/// ([`security::compose::primary_bind_swaps`], attack 31 M1): the granted requests, for the
-/// result.
+/// The swap rule over the project with the binds the configuration gives the primary through
+/// its override file (`merged`'s `mounts`: devcontainer.json's and the Features'), attack 31
+/// M1 ([`security::compose::primary_bind_swaps`]): the granted requests, for the result.
+/// devcell's own covers of the workspace's git directories are left out (spec-note 0672).
 ///
-/// Errors: [`OpsError::Security`] when one is refused (nothing was created).
+/// Errors: [`OpsError::Security`] when one is refused (nothing was created);
+/// [`OpsError::Unsupported`] for a `mounts` entry that is not a mount.
 fn refuse_override_swaps(
     target: &ComposeTarget,
-    spec: &crate::engine::ContainerSpec,
+    merged: &Value,
     profile: &SecurityProfile,
     grants: &Grants,
 ) -> Result<Vec<PermissionRequest>> {
-    let binds: Vec<(String, bool)> = spec
-        .mounts
+    let binds: Vec<(String, bool)> = crate::ops::container::configured_mounts(merged)?
         .iter()
         .filter(|m| m.kind == crate::engine::MountKind::Bind)
         .filter_map(|m| Some((m.source.clone()?, m.read_only)))

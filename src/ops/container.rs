@@ -102,11 +102,7 @@ pub fn container_spec(inputs: &SpecInputs<'_>) -> Result<ContainerSpec> {
     }
 
     spec.mounts.extend(inputs.workspace_mount.cloned());
-    for (index, mount) in array(merged, "mounts").iter().enumerate() {
-        if let Some(mount) = mount_from_value(mount, index)? {
-            spec.mounts.push(mount);
-        }
-    }
+    spec.mounts.extend(configured_mounts(merged)?);
     spec.mounts.extend(inputs.extra_mounts.iter().cloned());
 
     spec.labels = inputs.id_labels.clone();
@@ -203,6 +199,18 @@ pub fn repository_labels(merged: &Value) -> Vec<String> {
 
 /// A `mounts` element (string or `{type, source, target}` object) as a [`Mount`]; `None`
 /// for object mounts marked `external` (compose-only).
+/// The mounts the merged configuration asks for (`mounts` of devcontainer.json and of the
+/// Features' metadata), in order, as the container is given them.
+///
+/// Errors: [`OpsError::Unsupported`] for an entry that is not a mount.
+pub(crate) fn configured_mounts(merged: &Value) -> Result<Vec<Mount>> {
+    let mut mounts = Vec::new();
+    for (index, mount) in array(merged, "mounts").iter().enumerate() {
+        mounts.extend(mount_from_value(mount, index)?);
+    }
+    Ok(mounts)
+}
+
 fn mount_from_value(mount: &Value, index: usize) -> Result<Option<Mount>> {
     match mount {
         Value::String(s) => Ok(Some(parse_mount(s)?)),

@@ -16,8 +16,8 @@
 //!    ([`features_target`], decided before step 4; a link there refuses the Template) with its
 //!    comments and layout kept, written as a new file renamed into place.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use jsonc_parser::cst::{CstInputValue, CstRootNode};
@@ -330,7 +330,9 @@ fn check_target(request: &ApplyRequest<'_>, rel: &Path) -> Result<bool> {
     Ok(false)
 }
 
-/// Step 4: writes each file, substituted, without following a link.
+/// Step 4: writes each file, substituted, without following a link: its folder is opened
+/// (and made) through descriptors from the workspace folder, the file created beside it and
+/// renamed into place ([`nofollow`]).
 fn write_files(request: &ApplyRequest<'_>, root: &Path, files: &[PathBuf]) -> Result<()> {
     for rel in files {
         let from = root.join(rel);
@@ -349,64 +351,42 @@ fn write_files(request: &ApplyRequest<'_>, root: &Path, files: &[PathBuf]) -> Re
             .permissions()
             .mode()
             & 0o777;
-        if let Some(parent) = to.parent() {
-            create_dirs_no_follow(request, parent)?;
-        }
-        write_atomically(&to, &data, mode | 0o600)?;
+        let (dir, name) = open_parent(request, rel, true)?;
+        nofollow::write_at(&dir, name, &data, mode | 0o600).map_err(io(&to))?;
     }
     Ok(())
 }
 
-/// Writes `data` to `path` as a new file: a temporary file in the same folder, renamed over
-/// `path`. A link (symbolic or hard) that is at `path`, or appears there meanwhile, is
-/// replaced, never written through; a reader never sees half a file.
+/// The folder of `rel` (a file's path inside the workspace folder) opened through
+/// descriptors, made when `create` ([`nofollow::open_dir`]), and the file's name in it.
 ///
 /// # Errors
-/// [`TemplateError::Io`].
-fn write_atomically(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    let io = |source| TemplateError::Io {
-        path: path.to_owned(),
-        source,
+/// [`TemplateError::Unsafe`] for a link or a file on the way (one could have appeared since
+/// [`check_targets`]); [`TemplateError::Io`].
+fn open_parent<'a>(
+    request: &ApplyRequest<'_>,
+    rel: &'a Path,
+    create: bool,
+) -> Result<(std::os::fd::OwnedFd, &'a std::ffi::OsStr)> {
+    let path = request.workspace_folder.join(rel);
+    let Some(name) = rel.file_name() else {
+        return Err(TemplateError::Unsafe {
+            template: request.template.to_owned(),
+            path: path.display().to_string(),
+            reason: "names no file".into(),
+        });
     };
-    let parent = path.parent().unwrap_or(Path::new("."));
-    let mut file = tempfile::Builder::new()
-        .prefix(".devcell-")
-        .tempfile_in(parent)
-        .map_err(io)?;
-    file.write_all(data).map_err(io)?;
-    file.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(io)?;
-    file.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
-}
-
-/// Creates `dir` (inside the workspace folder) one folder at a time, refusing a link met on
-/// the way (one could have appeared since [`check_targets`]).
-fn create_dirs_no_follow(request: &ApplyRequest<'_>, dir: &Path) -> Result<()> {
-    let rel = dir
-        .strip_prefix(request.workspace_folder)
-        .unwrap_or(Path::new(""));
-    let mut at = request.workspace_folder.to_owned();
-    for part in rel.components() {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(TemplateError::Unsafe {
-                    template: request.template.to_owned(),
-                    path: at.display().to_string(),
-                    reason: "is not a folder (or is a link); devcell does not write through it"
-                        .into(),
-                });
-            }
-            Err(_) => std::fs::create_dir(&at).map_err(|source| TemplateError::Io {
-                path: at.clone(),
-                source,
-            })?,
-        }
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    match nofollow::open_dir(request.workspace_folder, parent, create) {
+        Ok(dir) => Ok((dir, name)),
+        Err(e) if nofollow::is_link_met(&e) => Err(TemplateError::Unsafe {
+            template: request.template.to_owned(),
+            path: request.workspace_folder.join(parent).display().to_string(),
+            reason: "has a link or a file on the way; devcell does not write through it (files written before it stay)"
+                .into(),
+        }),
+        Err(source) => Err(TemplateError::Io { path, source }),
     }
-    Ok(())
 }
 
 /// Step 3b: the configuration `--features` go to, relative to the workspace folder, decided
@@ -441,7 +421,8 @@ fn features_target(request: &ApplyRequest<'_>, files: &[PathBuf]) -> Result<Opti
 }
 
 /// Step 5: adds `--features` to `config` (from [`features_target`]), its comments and layout
-/// kept, read without following a link and written anew ([`write_atomically`]).
+/// kept, read without following a link and written anew through its folder's descriptor
+/// ([`nofollow`]).
 fn add_features(
     request: &ApplyRequest<'_>,
     config: Option<&Path>,
@@ -471,17 +452,17 @@ fn add_features(
         path: path.clone(),
         source,
     };
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
-        .map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(config("not a regular file".into()));
-    }
-    let mut text = String::new();
-    file.read_to_string(&mut text).map_err(io)?;
+    let (dir, name) = open_parent(request, rel, false)?;
+    let (bytes, mode) = nofollow::read_at(&dir, name).map_err(|e| {
+        if nofollow::is_link_met(&e)
+            || e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error())
+        {
+            config("not a regular file (or a link)".into())
+        } else {
+            io(e)
+        }
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| config("not UTF-8".into()))?;
     let root = CstRootNode::parse(&text, &Default::default())
         .map_err(|e| config(format!("not valid JSONC: {e}")))?;
     let object = root
@@ -497,11 +478,7 @@ fn add_features(
             }
         }
     }
-    write_atomically(
-        &path,
-        root.to_string().as_bytes(),
-        meta.permissions().mode() & 0o777,
-    )
+    nofollow::write_at(&dir, name, root.to_string().as_bytes(), mode).map_err(io)
 }
 
 /// A JSON value as the JSONC editor's input.
@@ -518,5 +495,6 @@ fn to_cst(value: &Value) -> CstInputValue {
     }
 }
 
+mod nofollow;
 #[cfg(test)]
 mod tests;

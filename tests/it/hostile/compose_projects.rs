@@ -1209,7 +1209,7 @@ fn a_compose_up_waiting_for_a_health_check_that_never_passes_ends_at_the_deadlin
 #[test]
 fn a_sidecar_binding_the_folder_above_the_repository_cannot_rename_it_or_read_its_git() {
     use crate::support::hostile::{HostTarget, HostileRepo};
-    let Some(repo) = HostileRepo::busybox("hostile_compose_sidecar_above") else {
+    let Some(repo) = HostileRepo::busybox_at("hostile_compose_sidecar_above", "repo") else {
         return;
     };
     let target = HostTarget::new();

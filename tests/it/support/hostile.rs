@@ -33,6 +33,13 @@ impl HostileRepo {
         HostileRepo::engine(test, BUSYBOX_IMAGE)
     }
 
+    /// [`Self::busybox`] with the repository at `<private folder>/<rel>`: for a test that
+    /// binds the folder above the repository, which must not be the shared temporary folder
+    /// (every other test's workspace is in it: a running bind of it is their foreign writer).
+    pub fn busybox_at(test: &str, rel: &str) -> Option<HostileRepo> {
+        TestContext::busybox(test).map(|ctx| HostileRepo::of(ctx.at(rel)))
+    }
+
     fn of(ctx: TestContext) -> HostileRepo {
         git::git(ctx.path(), &["init", "-q"]);
         ctx.clean_label(&format!(
