@@ -611,6 +611,29 @@ impl Engine for FakeEngine {
         Ok(())
     }
 
+    async fn copy_tree(&self, id: &str, tree: &crate::engine::TreeCopy) -> Result<()> {
+        let mut state = self.lock();
+        if !state.containers.iter().any(|c| c.id == id) {
+            return Err(no_such(id));
+        }
+        let into = tree.into.trim_end_matches('/');
+        state.calls.push(format!(
+            "copy {id} {into} {}:{} {}",
+            tree.uid,
+            tree.gid,
+            tree.entries.len()
+        ));
+        for entry in &tree.entries {
+            if let Some(content) = &entry.content {
+                let path = format!("{into}/{}", entry.path);
+                state
+                    .container_files
+                    .insert((id.to_string(), path), content.clone());
+            }
+        }
+        Ok(())
+    }
+
     async fn read_image_file(&self, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
         let state = self.lock();
         let Some(id) = find_image(&state.images, image).map(|i| i.id.clone()) else {

@@ -41,7 +41,8 @@ pub use spec::{
     BuildRequest, COLLECT_CAP, ContainerInfo, ContainerSpec, ContainerSummary, Device,
     DeviceMapping, EnforcedLimits, EngineInfo, EngineVersion, ExecInput, ExecOutput, ExecRequest,
     ExecResult, GpuRequest, HostSecurity, ImageInfo, ImageSummary, Limits, Mount, MountInfo,
-    MountKind, NetworkInfo, PortBinding, PublishedPort, TtySize, Ulimit, VolumeInfo, created_user,
+    MountKind, NetworkInfo, PortBinding, PublishedPort, TreeCopy, TreeEntry, TtySize, Ulimit,
+    VolumeInfo, created_user,
 };
 
 use crate::progress::{Event, Reporter};
@@ -232,6 +233,17 @@ pub trait Engine: Send + Sync {
     /// created (0755). `folder`'s parent must exist; under a read-only root filesystem it
     /// must be on a volume.
     async fn write_file(&self, id: &str, folder: &str, name: &str, content: &[u8]) -> Result<()>;
+
+    /// Copies `tree`'s folders and regular files into container `id` (running or not) through
+    /// the engine's archive API, as one archive: no process runs in the container, every entry
+    /// belongs to `tree.uid`:`tree.gid` with its own mode, and an entry that exists is
+    /// replaced (a folder keeps what it holds). Nothing but folders and regular files can be
+    /// described, so no link lands in the container.
+    ///
+    /// Errors: [`EngineError::ExecIo`] for an entry whose path is not plain
+    /// ([`TreeEntry::has_plain_path`]); the engine's, e.g. for a `tree.into` that does not
+    /// exist or a read-only root filesystem where it is not on a volume.
+    async fn copy_tree(&self, id: &str, tree: &TreeCopy) -> Result<()>;
 
     /// The content of the regular file `path` names in a container, a symbolic link followed
     /// as the engine itself follows it when it reads the container's files for its own use

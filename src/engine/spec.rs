@@ -326,6 +326,45 @@ pub struct ContainerInfo {
     pub pid: Option<u32>,
 }
 
+/// Folders and regular files to copy into a container through the engine's archive API
+/// ([`Engine::copy_tree`](super::Engine::copy_tree)): no link, no device, every entry with the
+/// one numeric owner and its own mode, so what lands in the container is exactly this list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeCopy {
+    /// The existing absolute folder in the container the entries are created below (under a
+    /// read-only root filesystem it must be on a volume: the engine refuses anything else).
+    pub into: String,
+    /// The entries, each folder before what it holds.
+    pub entries: Vec<TreeEntry>,
+    /// Owner (numeric uid) of every entry.
+    pub uid: u32,
+    /// Group (numeric gid) of every entry.
+    pub gid: u32,
+}
+
+/// One entry of a [`TreeCopy`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeEntry {
+    /// Its path below [`TreeCopy::into`]: relative, `/`-separated, no `.`, `..` or empty
+    /// component.
+    pub path: String,
+    /// Its permission bits (`0o700`, `0o644`, …; nothing above `0o777` is kept).
+    pub mode: u32,
+    /// A regular file's content; `None`: a folder.
+    pub content: Option<Vec<u8>>,
+}
+
+impl TreeEntry {
+    /// Whether [`Self::path`] is a plain relative path (see there).
+    pub fn has_plain_path(&self) -> bool {
+        !self.path.is_empty()
+            && self
+                .path
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..")
+    }
+}
+
 /// A mount as reported by `docker inspect` (`Mounts[]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountInfo {

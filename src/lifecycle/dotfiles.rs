@@ -56,7 +56,8 @@ pub struct Dotfiles {
     pub target_path: String,
     /// The repository the user named, when devcell exported it on the host and `repository`
     /// is now where the export is bound in the container (`up` under network `none`,
-    /// spec-note 0670): what the result shows.
+    /// spec-note 0670) or copied into it (`set-up`, `run-user-commands`, spec-note 0685):
+    /// what the result shows.
     pub exported_from: Option<String>,
 }
 

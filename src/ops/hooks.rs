@@ -78,9 +78,30 @@ pub(crate) async fn run_hooks(
         markers: Some(markers),
         new_container: kind == BringUpKind::Created,
     };
-    let report = run_plan_with_dotfiles(&executor, &plan, &context, dotfiles, reporter)
-        .await
-        .map_err(lifecycle_error(id))?;
+    // `set-up` and `run-user-commands` under network `none`: a URL is exported on the host
+    // and copied in, as the container's mounts cannot change (spec-note 0685)
+    let user = attached.exec_user();
+    let copied = match dotfiles {
+        Some(d) => {
+            crate::ops::dotfiles::copy_into_existing(
+                engine,
+                &attached.container,
+                d,
+                (&user, &context.env.0),
+                reporter,
+            )
+            .await
+        }
+        None => None,
+    };
+    let dotfiles = copied.as_ref().map(|c| &c.dotfiles).or(dotfiles);
+    let report = run_plan_with_dotfiles(&executor, &plan, &context, dotfiles, reporter).await;
+    if let Some(copied) = copied {
+        copied
+            .remove(engine, id, (&user, &context.env.0), reporter)
+            .await;
+    }
+    let report = report.map_err(lifecycle_error(id))?;
     if let Some(markers) = &context.markers {
         marker_record::remember(id, &plan, markers, &report);
     }

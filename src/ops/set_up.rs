@@ -5,10 +5,11 @@
 //! (once-per-container hooks guarded by the same markers as `up` and the reference CLI, in
 //! the remote user's `~/.devcontainer`).
 //!
-//! Dotfiles (`--dotfiles-*`) are installed as by `up` (spec-note 0645). What devcell does not
-//! do here (spec-note 0291): the reference's root patches of
-//! `/etc/environment` and `/etc/profile` (devcell changes nothing in a container beyond what
-//! the hooks themselves do, as in `up`).
+//! Dotfiles (`--dotfiles-*`) are installed as by `up` (spec-note 0645); under network `none`
+//! a URL is exported on the host and copied into the container (spec-note 0685). What devcell
+//! does not do here (spec-note 0291): the reference's root patches of `/etc/environment` and
+//! `/etc/profile` (devcell changes nothing in a container beyond what the hooks themselves do,
+//! as in `up`).
 //!
 //! Security (spec-note 0291): `set-up` creates no container, so it cannot apply the hardened
 //! profile. It compares the container with the profile ([`security::check_reuse`]) and reports

@@ -234,6 +234,91 @@ fn up_under_network_none_installs_dotfiles_from_a_url_cloned_on_the_host() {
     assert_eq!(names, ["dots-work", "dots.git"]);
 }
 
+/// `set-up` or `run-user-commands` (`run` gives the command's result line for a
+/// `--dotfiles-repository`) on a container `up --network none` made without dotfiles
+/// (spec-note 0685): its mounts cannot change, so the `file://` URL is cloned by devcell's
+/// host git and copied into the container through the engine's archive API, owned by the
+/// remote user in a private folder, cloned from there and installed once as the remote user;
+/// the copy is removed afterwards and a second run finds the marker. The result names the
+/// user's URL. Before this change the clone ran inside and failed (no network).
+fn existing_container_without_network_installs_dotfiles_from_a_url(
+    test: &str,
+    run: fn(&TestContext, &str, &str) -> serde_json::Value,
+) {
+    let Some(ctx) = TestContext::busybox(test) else {
+        return;
+    };
+    let image = dotfiles_image();
+    let ctx = ctx.isolated().config(&CONFIG.replace("IMAGE", image));
+    let repos = tempfile::tempdir().unwrap();
+    let bare = bare_repository(
+        repos.path(),
+        &[
+            ("install.sh", INSTALL),
+            (".profile-extra", "export FROM_DOTFILES=1\n"),
+        ],
+    );
+    let url = format!("file://{}", bare.display());
+    let up = ctx.up(&["--network", "none"]);
+    let id = up["containerId"]
+        .as_str()
+        .expect("a container id")
+        .to_string();
+    let first = run(&ctx, &id, &url);
+    let dotfiles = &first["devcell"]["lifecycle"]["dotfiles"];
+    assert_eq!(dotfiles["outcome"], "installed", "{first}");
+    assert_eq!(dotfiles["repository"], url.as_str(), "{first}");
+    let (code, out, err) = ctx.sh(
+        "grep '^dotfiles ' \"$HOME/order\" | cut -d' ' -f2; id -u; cat \"$HOME/.profile-extra\"; \
+         d=/var/lib/devcell/devcell-dotfiles; [ -d $d ] || d=/tmp/devcell-dotfiles; \
+         stat -c '%u %a' $d; ls -A $d | wc -l",
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    let uid = lines[1];
+    assert_ne!(uid, "0", "the remote user is not root: {out}");
+    assert_eq!(
+        lines,
+        [
+            uid,
+            uid,
+            "export FROM_DOTFILES=1",
+            &format!("{uid} 700"),
+            "0"
+        ],
+        "installed once as the remote user; the copy was the user's, private, and is gone"
+    );
+    let second = run(&ctx, &id, &url);
+    assert_eq!(
+        second["devcell"]["lifecycle"]["dotfiles"]["outcome"], "alreadyInstalled",
+        "{second}"
+    );
+    let (code, out, err) = ctx.sh("grep -c '^dotfiles ' \"$HOME/order\"");
+    assert_eq!((code, out.trim()), (0, "1"), "{err}");
+}
+
+#[test]
+fn set_up_under_network_none_installs_dotfiles_from_a_url_cloned_on_the_host() {
+    existing_container_without_network_installs_dotfiles_from_a_url(
+        "set_up_under_network_none_installs_dotfiles_from_a_url",
+        |ctx, id, url| {
+            let run = ctx.devcell(&["set-up", "--container-id", id, "--dotfiles-repository", url]);
+            run.ok().last_json()
+        },
+    );
+}
+
+#[test]
+fn run_user_commands_under_network_none_installs_dotfiles_from_a_url_cloned_on_the_host() {
+    existing_container_without_network_installs_dotfiles_from_a_url(
+        "run_user_commands_under_network_none_installs_dotfiles_from_a_url",
+        |ctx, _, url| {
+            let run = ctx.run("run-user-commands", &["--dotfiles-repository", url]);
+            run.ok().last_json()
+        },
+    );
+}
+
 /// A handoff workspace (`<tmp>/repo`, a committed git repository with `devcontainer`) in an
 /// isolated context, and its settings file: agent `a` runs `agent`.
 fn handoff_workspace(ctx: TestContext, devcontainer: &str, agent: &str) -> (TestContext, PathBuf) {

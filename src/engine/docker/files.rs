@@ -1,5 +1,5 @@
 //! Files in containers through the archive API: read one file, read a folder's direct files,
-//! write one file.
+//! write one file, copy a tree of folders and regular files ([`tree_archive`]).
 
 use std::collections::BTreeMap;
 
@@ -8,6 +8,7 @@ use futures_util::StreamExt;
 
 use super::{DockerEngine, is_not_found};
 use crate::engine::Engine;
+use crate::engine::TreeCopy;
 use crate::engine::error::{EngineError, Result};
 
 impl DockerEngine {
@@ -172,5 +173,139 @@ impl DockerEngine {
             .upload_to_container(id, Some(options), bollard::body_full(archive.into()))
             .await
             .map_err(self.api("write file", &format!("{id}:{folder}/{name}")))
+    }
+
+    /// [`Engine::copy_tree`].
+    #[tracing::instrument(level = "debug", skip_all, fields(id = %id, into = %tree.into))]
+    pub(super) async fn upload_tree(&self, id: &str, tree: &TreeCopy) -> Result<()> {
+        let archive = tree_archive(tree).map_err(|source| EngineError::ExecIo {
+            container: id.to_string(),
+            source,
+        })?;
+        let options = UploadToContainerOptions {
+            path: tree.into.clone(),
+            ..UploadToContainerOptions::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(archive.into()))
+            .await
+            .map_err(self.api("copy tree", &format!("{id}:{}", tree.into)))
+    }
+}
+
+/// The tar archive of `tree` ([`Engine::copy_tree`]), built by the `tar` crate: a GNU header
+/// per entry, folders and regular files only, `tree`'s owner on each, the mode's permission
+/// bits only (no set-id or sticky bit), the time of now.
+///
+/// Errors: [`std::io::ErrorKind::InvalidInput`] for an entry whose path is not plain
+/// ([`crate::engine::TreeEntry::has_plain_path`]); the `tar` crate's.
+fn tree_archive(tree: &TreeCopy) -> std::io::Result<Vec<u8>> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut builder = tar::Builder::new(Vec::new());
+    for entry in &tree.entries {
+        if !entry.has_plain_path() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("not a plain relative path: {:?}", entry.path),
+            ));
+        }
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(entry.mode & 0o777);
+        header.set_uid(u64::from(tree.uid));
+        header.set_gid(u64::from(tree.gid));
+        header.set_mtime(now);
+        match &entry.content {
+            Some(content) => {
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(content.len() as u64);
+                builder.append_data(&mut header, &entry.path, content.as_slice())?;
+            }
+            None => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_size(0);
+                builder.append_data(&mut header, format!("{}/", entry.path), std::io::empty())?;
+            }
+        }
+    }
+    builder.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::TreeEntry;
+
+    fn entry(path: &str, mode: u32, content: Option<&str>) -> TreeEntry {
+        TreeEntry {
+            path: path.to_string(),
+            mode,
+            content: content.map(|c| c.as_bytes().to_vec()),
+        }
+    }
+
+    /// spec-note 0685: folders and regular files only, the one owner, permission bits only.
+    #[test]
+    fn a_tree_archive_holds_folders_and_files_with_the_owner_and_sane_modes() {
+        let tree = TreeCopy {
+            into: "/var/lib/devcell".to_string(),
+            entries: vec![
+                entry("top", 0o700, None),
+                entry("top/dots.git", 0o755, None),
+                entry("top/dots.git/HEAD", 0o4755, Some("ref: refs/heads/main\n")),
+            ],
+            uid: 1000,
+            gid: 1001,
+        };
+        let bytes = tree_archive(&tree).unwrap();
+        let mut archive = tar::Archive::new(bytes.as_slice());
+        let mut seen = Vec::new();
+        for e in archive.entries().unwrap() {
+            let mut e = e.unwrap();
+            let h = e.header().clone();
+            let mut content = String::new();
+            std::io::Read::read_to_string(&mut e, &mut content).unwrap();
+            seen.push((
+                e.path().unwrap().to_string_lossy().into_owned(),
+                h.entry_type(),
+                h.mode().unwrap(),
+                (h.uid().unwrap(), h.gid().unwrap()),
+                content,
+            ));
+        }
+        assert_eq!(
+            seen,
+            [
+                (
+                    "top/".into(),
+                    tar::EntryType::Directory,
+                    0o700,
+                    (1000, 1001),
+                    String::new()
+                ),
+                (
+                    "top/dots.git/".into(),
+                    tar::EntryType::Directory,
+                    0o755,
+                    (1000, 1001),
+                    String::new()
+                ),
+                (
+                    "top/dots.git/HEAD".into(),
+                    tar::EntryType::Regular,
+                    0o755,
+                    (1000, 1001),
+                    "ref: refs/heads/main\n".into()
+                ),
+            ]
+        );
+        for bad in ["", "/etc/passwd", "a/../b", "./a", "a//b"] {
+            let tree = TreeCopy {
+                entries: vec![entry(bad, 0o644, Some("x"))],
+                ..tree.clone()
+            };
+            assert!(tree_archive(&tree).is_err(), "{bad:?}");
+        }
     }
 }

@@ -587,6 +587,10 @@ impl Engine for DockerEngine {
         self.upload_file(id, folder, name, content).await
     }
 
+    async fn copy_tree(&self, id: &str, tree: &crate::engine::TreeCopy) -> Result<()> {
+        self.upload_tree(id, tree).await
+    }
+
     async fn exec(
         &self,
         id: &str,
