@@ -9,14 +9,17 @@
 //! files make, by Compose's own configuration hash; otherwise `up` goes the create way, where
 //! Compose creates again each container whose configuration differs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+use serde_json::Value;
 
 use crate::engine::compose::{CONFIG_HASH_LABEL, ONEOFF_LABEL, SERVICE_LABEL};
 use crate::engine::{ContainerInfo, ContainerSummary, Engine};
 use crate::ops::compose::{ComposeTarget, project_labels, recorded_files};
 use crate::ops::error::Result;
 use crate::ops::state_folder::StateFolder;
+use crate::ops::target::short;
 
 /// How a stopped project comes up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,14 +27,22 @@ pub(crate) enum Restart {
     /// Every container is what the judged files make: `compose start` with these files (the
     /// ones it was created with, devcell's override files among them).
     AsItIs(Vec<PathBuf>),
-    /// Some container is not (the reason, for people): the project is brought up as a new
-    /// one, and Compose creates again what differs.
-    Again(String),
+    /// Some container is not (`reason`, for people): the project is brought up as a new one,
+    /// and Compose creates again what differs. The containers in `remove` (ids) hold a bind
+    /// today's files do not give them, which Compose's hash does not show (a secret's file):
+    /// Compose would keep them, so they are removed first.
+    Again {
+        /// Why, for people.
+        reason: String,
+        /// The containers to remove before the project is brought up.
+        remove: Vec<String>,
+    },
 }
 
 /// How the project of the stopped primary container `info` comes up: [`Restart::AsItIs`] only
-/// when the configuration names the files it was created with and every container of the
-/// project carries Compose's hash of its service in those files as they are now.
+/// when the configuration names the files it was created with, every container of the
+/// project carries Compose's hash of its service in those files as they are now, and no other
+/// container binds a host path today's files do not ([`unjudged_binds`]).
 ///
 /// Errors: the engine's; Compose's (`config --hash`).
 pub(crate) async fn restart(
@@ -39,8 +50,23 @@ pub(crate) async fn restart(
     target: &ComposeTarget,
     info: &ContainerInfo,
 ) -> Result<Restart> {
+    let containers = engine
+        .find_containers(&project_labels(&target.project.name))
+        .await?;
+    let mut others = Vec::new();
+    for c in containers.iter().filter(|c| c.id != info.id) {
+        others.extend(engine.inspect_container(&c.id).await?);
+    }
+    let unjudged = unjudged_binds(&target.model, info, &others);
+    let again = |reason: String| Restart::Again {
+        reason,
+        remove: unjudged.iter().map(|(id, _)| id.clone()).collect(),
+    };
+    if let Some((_, reason)) = unjudged.first() {
+        return Ok(again(reason.clone()));
+    }
     let Some(recorded) = recorded_files(info) else {
-        return Ok(Restart::Again(
+        return Ok(again(
             "a file the project was created with is gone".to_string(),
         ));
     };
@@ -49,19 +75,99 @@ pub(crate) async fn restart(
     if repository_files(&recorded, overrides.as_deref())
         != repository_files(&target.project.files, overrides.as_deref())
     {
-        return Ok(Restart::Again(
+        return Ok(again(
             "the configuration names other Compose files than the project was created with"
                 .to_string(),
         ));
     }
     let hashes = target.with_files(recorded.clone()).config_hashes().await?;
-    let containers = engine
-        .find_containers(&project_labels(&target.project.name))
-        .await?;
     Ok(match diverged(&hashes, &containers) {
-        Some(reason) => Restart::Again(reason),
+        Some(reason) => again(reason),
         None => Restart::AsItIs(recorded),
     })
+}
+
+/// The host paths today's judged `model` binds: its services' bind sources, and its
+/// `secrets`' and `configs`' files (Compose binds them read-only; attack 32, N1).
+fn judged_sources(model: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for service in model
+        .get("services")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|s| s.values())
+    {
+        for volume in service
+            .get("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|v| v.get("type").and_then(Value::as_str) == Some("bind"))
+        {
+            out.extend(
+                volume
+                    .get("source")
+                    .and_then(Value::as_str)
+                    .map(String::from),
+            );
+        }
+    }
+    for top in ["secrets", "configs"] {
+        for entry in model
+            .get(top)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            out.extend(
+                entry
+                    .1
+                    .get("file")
+                    .and_then(Value::as_str)
+                    .map(String::from),
+            );
+        }
+    }
+    out
+}
+
+/// The containers of `others` (a stopped project's, the primary `primary` left out) holding a
+/// bind whose source is neither one today's judged `model` binds ([`judged_sources`]) nor
+/// one of the primary's (judged again by `recheck_existing`; the sidecars repeat its
+/// read-only covers): their ids, each with a reason for people. Compose's configuration hash
+/// leaves the top-level `secrets:` and `configs:` out, so a sidecar created with a secret's
+/// file that the repository has since renamed (the old path made a link to a host file)
+/// passes the hash and would mount the host file again when it starts (attack 32, N1).
+fn unjudged_binds(
+    model: &Value,
+    primary: &ContainerInfo,
+    others: &[ContainerInfo],
+) -> Vec<(String, String)> {
+    let mut judged = judged_sources(model);
+    judged.extend(
+        primary
+            .mounts
+            .iter()
+            .filter(|m| m.kind == "bind")
+            .map(|m| m.source.clone()),
+    );
+    others
+        .iter()
+        .filter_map(|c| {
+            let bind = c
+                .mounts
+                .iter()
+                .find(|m| m.kind == "bind" && !judged.contains(&m.source))?;
+            Some((
+                c.id.clone(),
+                format!(
+                    "container {} binds `{}`, which today's files do not",
+                    short(&c.id),
+                    bind.source
+                ),
+            ))
+        })
+        .collect()
 }
 
 /// The files of `files` that are not devcell's override files (those in `overrides`), made
@@ -152,6 +258,47 @@ mod tests {
         let unhashed = container("p-app-1", Some("app"), None);
         assert!(diverged(&hashes(), &[unhashed]).is_some());
         assert!(diverged(&hashes(), &[container("x", None, Some("h-app"))]).is_some());
+    }
+
+    fn with_binds(id: &str, sources: &[&str]) -> ContainerInfo {
+        ContainerInfo {
+            id: id.to_string(),
+            mounts: sources
+                .iter()
+                .map(|s| crate::engine::MountInfo {
+                    kind: "bind".to_string(),
+                    source: s.to_string(),
+                    name: None,
+                    destination: "/x".to_string(),
+                    rw: false,
+                })
+                .collect(),
+            ..ContainerInfo::default()
+        }
+    }
+
+    /// Attack 32, N1: Compose's hash leaves the top-level `secrets:` out, so a sidecar whose
+    /// secret's file the repository renamed since (the old path linked to a host file) binds a
+    /// path today's files do not: it is removed, never started. Binds of today's services,
+    /// secrets and configs, and the primary's own (its covers, repeated read-only) are judged.
+    #[test]
+    fn a_sidecar_binding_what_todays_files_do_not_is_removed() {
+        let model = serde_json::json!({
+            "services": {
+                "app": {"volumes": [{"type": "bind", "source": "/w", "target": "/workspace"}]},
+                "side": {"secrets": ["s"]}
+            },
+            "secrets": {"s": {"file": "/w/other.txt"}},
+            "configs": {"c": {"file": "/w/conf.txt"}}
+        });
+        let primary = with_binds("app", &["/w", "/w/.git/hooks"]);
+        let fine = with_binds("side", &["/w/other.txt", "/w/conf.txt", "/w/.git/hooks"]);
+        assert!(unjudged_binds(&model, &primary, std::slice::from_ref(&fine)).is_empty());
+        let old = with_binds("side-old", &["/w/harmless.txt"]);
+        let found = unjudged_binds(&model, &primary, &[fine, old]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "side-old");
+        assert!(found[0].1.contains("/w/harmless.txt"), "{}", found[0].1);
     }
 
     /// devcell's override files (in the project's override folder) are not the repository's;

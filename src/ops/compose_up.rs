@@ -261,7 +261,11 @@ async fn startable(
     };
     match compose_restart::restart(engine, target, &info).await? {
         Restart::AsItIs(files) => Ok((Some(info), files)),
-        Restart::Again(reason) => {
+        Restart::Again { reason, remove } => {
+            for id in &remove {
+                // a container of this project (claimed above) holding an unjudged bind
+                engine.remove_container(id, true).await?;
+            }
             let message = format!(
                 "the stopped Compose project `{}` is not started as it is ({reason}): its changed containers are created again from today's files",
                 target.project.name

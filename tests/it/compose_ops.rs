@@ -1772,3 +1772,67 @@ fn a_sidecar_that_starts_first_cannot_swap_a_bind_from_the_configurations_mounts
     assert!(ctx.path().join("data").is_dir(), "nothing ran");
     host.assert_untouched();
 }
+
+/// Attack 32, N1 (spec-note 0681): Compose's configuration hash leaves the top-level
+/// `secrets:` out. A sidecar created with a secret's file `../harmless.txt`, which the agent
+/// then made a link to a host file while the Compose file moved the secret to `../other.txt`,
+/// passed the hash after `devcell down`; `compose start` (or `compose up`, which keeps it)
+/// mounted the host file again. Such a container is removed and created from today's files.
+#[test]
+fn a_stopped_sidecars_secret_file_from_other_files_is_not_mounted_again() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(ctx) = TestContext::busybox("compose_ops_restart_secret") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    let outside = tempfile::Builder::new()
+        .prefix("devcell-outside-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "host-secret-n1\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    ctx.write("harmless.txt", "harmless\n");
+    ctx.write("other.txt", "other\n");
+    ctx.write("out/.keep", "");
+    std::fs::set_permissions(
+        ctx.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let compose = |file: &str| {
+        format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"cat /run/secrets/s >> /out/side.txt; sleep 100000\"]\n    secrets: [s]\n    volumes: [\"../out:/out\"]\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    depends_on: [side]\n    volumes: [\"..:/workspace\"]\nsecrets:\n  s:\n    file: ../{file}\n"
+        )
+    };
+    ctx.write(".devcontainer/docker-compose.yml", &compose("harmless.txt"));
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    ctx.run("up", &[]).ok();
+    ctx.run("down", &[]).ok();
+    // what the agent in `app` could do before the `down`
+    std::fs::remove_file(ctx.path().join("harmless.txt")).unwrap();
+    std::os::unix::fs::symlink(&secret, ctx.path().join("harmless.txt")).unwrap();
+    ctx.write(".devcontainer/docker-compose.yml", &compose("other.txt"));
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    run.ok();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let seen = std::fs::read_to_string(ctx.path().join("out/side.txt")).unwrap_or_default();
+    assert!(
+        !seen.contains("host-secret-n1"),
+        "the old sidecar mounted the host file: {seen}"
+    );
+    assert!(seen.contains("other"), "{seen}");
+    assert!(
+        run.stderr.contains("which today's files do not"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(services(&name), ["app running", "side running"]);
+    ctx.run("down", &["--remove"]).ok();
+}
