@@ -304,13 +304,3 @@ impl DevContainerConfig {
 fn config_dir(config_file: &Path) -> &Path {
     config_file.parent().unwrap_or(Path::new("/"))
 }
-
-/// The lifecycle hook property names, in spec order.
-pub const LIFECYCLE_HOOKS: [&str; 6] = [
-    "initializeCommand",
-    "onCreateCommand",
-    "updateContentCommand",
-    "postCreateCommand",
-    "postStartCommand",
-    "postAttachCommand",
-];
