@@ -2,11 +2,11 @@
 //! ([spec: devcontainer.json reference](https://containers.dev/implementors/json_reference/),
 //! schema `devContainer.base.schema.json`).
 //!
-//! [`validate`] checks a parsed [`Document`] against the schema's types and returns a
-//! [`DevContainerConfig`] plus warnings. Every error is a located
-//! [`ConfigError::Invalid`] (file, line, column, property path, what was expected, what was
-//! found). Unknown properties are kept in the JSON value (and in
-//! [`DevContainerConfig::unknown`]) with a warning; they are never dropped.
+//! [`validate`] checks a parsed [`Document`](crate::config::jsonc::Document) against the
+//! schema's types and returns a [`DevContainerConfig`] plus warnings. Every error is a located
+//! [`ConfigError::Invalid`](crate::config::error::ConfigError::Invalid) (file, line, column,
+//! property path, what was expected, what was found). Unknown properties are kept in the JSON
+//! value (and in [`DevContainerConfig::unknown`]) with a warning; they are never dropped.
 //!
 //! Strings containing `${` are not checked against a pattern (mount syntax, `host:port`,
 //! memory sizes): the variable may produce a valid value after substitution.

@@ -240,7 +240,8 @@ pub struct DevContainerConfig {
     pub post_attach_command: Option<LifecycleCommand>,
     /// `waitFor`.
     pub wait_for: Option<String>,
-    /// Legacy top-level `extensions` (moved to `customizations.vscode` by [`migrate_legacy`]).
+    /// Legacy top-level `extensions` (moved to `customizations.vscode` by
+    /// [`migrate_legacy`](super::migrate_legacy)).
     pub extensions: Option<Vec<String>>,
     /// Legacy top-level `settings`.
     pub settings: Option<Map<String, Value>>,
