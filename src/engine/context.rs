@@ -11,11 +11,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{CWD, Dir, Mode, OFlags, openat, readlinkat};
+use rustix::fs::{CWD, Mode, OFlags, openat, readlinkat};
 
 use globset::{GlobBuilder, GlobMatcher};
 
 use super::error::{EngineError, Result};
+use crate::config::listing::sorted_names;
 
 /// The name a Dockerfile outside the context is sent under.
 pub const OUTSIDE_DOCKERFILE_NAME: &str = ".devcell.Dockerfile";
@@ -446,19 +447,6 @@ fn append_bytes(
     header.set_mode(0o644);
     header.set_cksum();
     builder.append_data(&mut header, name, bytes)
-}
-
-/// The names in the open folder `dir` (without `.` and `..`), sorted.
-fn sorted_names(dir: &OwnedFd) -> std::io::Result<Vec<std::ffi::CString>> {
-    let mut names = Vec::new();
-    for entry in Dir::read_from(dir)? {
-        let name = entry?.file_name().to_owned();
-        if name.as_bytes() != b"." && name.as_bytes() != b".." {
-            names.push(name);
-        }
-    }
-    names.sort();
-    Ok(names)
 }
 
 /// Opens the regular file `name` in `dir` for reading, without following a link and without

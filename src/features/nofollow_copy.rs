@@ -13,14 +13,16 @@
 //! the link as a link (or leave it out) or fail naming the entry; it never reads what the link
 //! names (spec-note 0680).
 
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::io::Read as _;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{Dir, FileType, Mode, OFlags, Stat};
+use rustix::fs::{FileType, Mode, OFlags, Stat};
+
+use crate::config::listing::sorted_names;
 
 /// What a copy does with a symbolic link in the folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,20 +293,6 @@ fn open_judged(dir: &OwnedFd, name: &CStr, judged: &Stat) -> std::io::Result<(Fi
         ));
     }
     Ok((File::from(fd), now))
-}
-
-/// The names in the open folder `dir` (without `.` and `..`), sorted: the copy's order does
-/// not depend on the file system.
-fn sorted_names(dir: &OwnedFd) -> std::io::Result<Vec<CString>> {
-    let mut names = Vec::new();
-    for entry in Dir::read_from(dir)? {
-        let name = entry?.file_name().to_owned();
-        if name.as_bytes() != b"." && name.as_bytes() != b".." {
-            names.push(name);
-        }
-    }
-    names.sort();
-    Ok(names)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::error::{MailError, Result};
-use super::model::{GroupName, Message, TaskName};
+use super::model::{EscalationEnd, GroupName, Message, TaskName};
 use crate::settings::MailSettings;
 
 /// Longest deadline: the sender's answer waits for the command, and the in-container client
@@ -37,18 +37,9 @@ pub struct Escalation {
 pub struct EscalationRun {
     /// The command's program (`argv[0]`).
     pub command: String,
-    /// Its exit code, when it exited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit: Option<i32>,
-    /// The signal that ended it, when one did (`9` after the deadline).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// Whether it was still running (or its output still open) at the deadline.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub timed_out: bool,
-    /// Why it could not be started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// How it ended (its keys at this level, as before they were one type).
+    #[serde(flatten)]
+    pub end: EscalationEnd,
     /// How long it ran, in milliseconds.
     pub millis: u64,
     /// The first [`KEPT_OUTPUT_BYTES`] of its stdout (lossy UTF-8).
@@ -65,7 +56,7 @@ pub struct EscalationRun {
 impl EscalationRun {
     /// Whether the command ran to a zero exit within its deadline.
     pub fn succeeded(&self) -> bool {
-        self.exit == Some(0) && !self.timed_out
+        self.end.exit == Some(0) && !self.end.timed_out
     }
 }
 
@@ -171,7 +162,10 @@ fn run_bounded(command: &mut Command, deadline: Duration) -> EscalationRun {
         Ok(run) => run,
         Err(e) => {
             return EscalationRun {
-                error: Some(format!("could not start it: {e}")),
+                end: EscalationEnd {
+                    error: Some(format!("could not start it: {e}")),
+                    ..EscalationEnd::default()
+                },
                 ..EscalationRun::default()
             };
         }
@@ -179,10 +173,12 @@ fn run_bounded(command: &mut Command, deadline: Duration) -> EscalationRun {
     use std::os::unix::process::ExitStatusExt as _;
     EscalationRun {
         command: String::new(),
-        exit: run.status.and_then(|s| s.code()),
-        signal: run.status.and_then(|s| s.signal()),
-        timed_out: run.timed_out,
-        error: None,
+        end: EscalationEnd {
+            exit: run.status.and_then(|s| s.code()),
+            signal: run.status.and_then(|s| s.signal()),
+            timed_out: run.timed_out,
+            error: None,
+        },
         millis: u64::try_from(run.elapsed.as_millis()).unwrap_or(u64::MAX),
         stdout: String::from_utf8_lossy(&run.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&run.stderr).into_owned(),

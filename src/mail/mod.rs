@@ -18,9 +18,9 @@ pub use error::MailError;
 pub use escalate::{Escalation, EscalationRun};
 pub use mediator::{Clock, MALFORMED_CONNECTION, Mediator, Recipients, SystemClock};
 pub use model::{
-    Delivery, Draft, EscalationState, EscalationStatus, GroupName, Importance, InboxItem, MEDIATOR,
-    Message, MessageId, MessageType, MessageView, Party, Receipt, RecipientState, SCHEMA_VERSION,
-    TaskInfo, TaskMailSummary, TaskName,
+    Delivery, Draft, EscalationEnd, EscalationState, EscalationStatus, GroupName, Importance,
+    InboxItem, MEDIATOR, Message, MessageId, MessageType, MessageView, Party, Receipt,
+    RecipientState, SCHEMA_VERSION, TaskInfo, TaskMailSummary, TaskName,
 };
 pub use policy::{Action, Bounds, Decision, Policy};
 

@@ -437,13 +437,24 @@ pub struct EscalationStatus {
     /// When it was started or ran (the log line's time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<DateTime<Utc>>,
+    /// How it ended, once it ran (its keys at this level).
+    #[serde(flatten)]
+    pub end: EscalationEnd,
+}
+
+/// How one run of the escalation command ended: recorded with the run (`escalation-ran`,
+/// [`crate::mail::EscalationRun`]) and kept as the message's [`EscalationStatus`], one type so
+/// the status says what the run said. Flattened into both: its keys stand beside theirs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EscalationEnd {
     /// Its exit code, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,
-    /// The signal that ended it.
+    /// The signal that ended it, when one did (`9` after the deadline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
-    /// Whether its deadline ended it.
+    /// Whether its deadline ended it: it was still running (or its output still open) then.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
     /// Why it could not be started.
@@ -462,13 +473,14 @@ impl EscalationStatus {
                 "started, no outcome recorded (devcell ended while it ran; not run again)".into()
             }
             EscalationState::Ran => {
-                if let Some(e) = &self.error {
+                let end = &self.end;
+                if let Some(e) = &end.error {
                     format!("did not run: {e}")
-                } else if self.timed_out {
+                } else if end.timed_out {
                     "ran, killed after its deadline".into()
-                } else if let Some(code) = self.exit {
+                } else if let Some(code) = end.exit {
                     format!("ran, exit {code}")
-                } else if let Some(sig) = self.signal {
+                } else if let Some(sig) = end.signal {
                     format!("ran, ended by signal {sig}")
                 } else {
                     "ran".into()

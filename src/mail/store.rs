@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::error::{MailError, Result};
 use super::escalate::EscalationRun;
 use super::model::{
-    Delivery, EscalationState, EscalationStatus, GroupName, Message, MessageId, MessageView, Party,
-    RecipientState, TaskInfo, TaskName,
+    Delivery, EscalationEnd, EscalationState, EscalationStatus, GroupName, Message, MessageId,
+    MessageView, Party, RecipientState, TaskInfo, TaskName,
 };
 use super::policy::Action;
 
@@ -264,10 +264,7 @@ impl State {
                     e.escalation = Some(EscalationStatus {
                         state: EscalationState::Ran,
                         at: Some(line.at),
-                        exit: run.exit,
-                        signal: run.signal,
-                        timed_out: run.timed_out,
-                        error: run.error.clone(),
+                        end: run.end.clone(),
                     });
                 }
             }
@@ -384,10 +381,7 @@ fn escalation(state: EscalationState) -> EscalationStatus {
     EscalationStatus {
         state,
         at: None,
-        exit: None,
-        signal: None,
-        timed_out: false,
-        error: None,
+        end: EscalationEnd::default(),
     }
 }
 

@@ -982,7 +982,7 @@ fn an_escalation_a_killed_devcell_left_unrun_runs_once_at_the_next_open() {
 
     let ran = x.show(&killed_before.id).unwrap().escalation.unwrap();
     assert_eq!(ran.state, crate::mail::EscalationState::Ran);
-    assert_eq!(ran.exit, Some(3));
+    assert_eq!(ran.end.exit, Some(3));
     assert_eq!(ran.describe(), "ran, exit 3");
     let during = x.show(&killed_during.id).unwrap().escalation.unwrap();
     assert_eq!(during.state, crate::mail::EscalationState::Started);

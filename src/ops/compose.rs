@@ -64,29 +64,6 @@ impl ComposeTarget {
     }
 }
 
-/// Locates Compose v2 and reads the configuration's project: its files (relative to
-/// devcontainer.json), Compose's model of them and the project name (spec-note 0600); `env` is
-/// the host environment (`COMPOSE_PROJECT_NAME`), `compose_path` `--docker-compose-path`;
-/// Compose runs with [`compose_env`] of `security` (profile and grants).
-///
-/// An empty `dockerComposeFile` array takes its files from `COMPOSE_FILE`, `.env` or
-/// Compose's default name ([`compose_files`], spec-note 0608).
-///
-/// Errors: [`OpsError::Compose`] (no Compose v2, a file Compose cannot read);
-/// [`OpsError::Unsupported`] for a `service` the files do not define.
-///
-/// Before Compose reads anything, the local files the project's files name (`include`,
-/// `extends.file`, `env_file`, `label_file`) are judged ([`judge_compose_files`]).
-pub(crate) async fn compose_target(
-    loaded: &LoadedConfiguration,
-    env: &HashMap<String, String>,
-    compose_path: Option<&str>,
-    security: (&SecurityProfile, &Grants),
-) -> Result<ComposeTarget> {
-    judge_compose_files(loaded, env, security.0, security.1)?;
-    compose_target_unjudged(loaded, env, compose_path, security).await
-}
-
 /// Refuses a project whose Compose files make Compose read a local file outside the workspace
 /// that `grants` do not allow (spec-note 0601): an `include`, `extends.file`, `env_file` or
 /// `label_file` (through included and extended files), judged on the files as YAML before
@@ -148,14 +125,26 @@ pub(crate) async fn compose_build_target(
     Ok(compose)
 }
 
-/// [`compose_target`] without [`judge_compose_files`]: for `down`, which takes no grants and
-/// only stops and removes this workspace's labelled containers and the project's networks.
-pub(crate) async fn compose_target_unjudged(
+/// Locates Compose v2 and reads the configuration's project: its files (relative to
+/// devcontainer.json), Compose's model of them and the project name (spec-note 0600); `env` is
+/// the host environment (`COMPOSE_PROJECT_NAME`), `compose_path` `--docker-compose-path`;
+/// Compose runs with [`compose_env`] of `security` (profile and grants).
+///
+/// An empty `dockerComposeFile` array takes its files from `COMPOSE_FILE`, `.env` or
+/// Compose's default name ([`compose_files`], spec-note 0608).
+///
+/// Errors: [`OpsError::Compose`] (no Compose v2, a file Compose cannot read);
+/// [`OpsError::Unsupported`] for a `service` the files do not define.
+///
+/// Before Compose reads anything, the local files the project's files name (`include`,
+/// `extends.file`, `env_file`, `label_file`) are judged ([`judge_compose_files`]).
+pub(crate) async fn compose_target(
     loaded: &LoadedConfiguration,
     env: &HashMap<String, String>,
     compose_path: Option<&str>,
     security: (&SecurityProfile, &Grants),
 ) -> Result<ComposeTarget> {
+    judge_compose_files(loaded, env, security.0, security.1)?;
     let (files, explicit_env_file) = compose_files(loaded, env);
     let cli = ComposeCli::locate(None, compose_path)
         .await?
@@ -544,14 +533,7 @@ fn sidecar_left_by_this_workspace(
         return false;
     };
     let ours = state.root().join("compose").join(&target.project.name);
-    let named = override_file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| {
-            n.starts_with("docker-compose.devcell-")
-                && (n.ends_with(".json") || n.ends_with(".yml"))
-                && !n.contains('/')
-        });
+    let named = has_override_name(override_file);
     if repository_files != target.project.files.as_slice()
         || override_file.parent() != Some(ours.as_path())
         || !named
@@ -559,6 +541,15 @@ fn sidecar_left_by_this_workspace(
         return false;
     }
     override_labels_primary(override_file, &target.service, id_labels)
+}
+
+/// Whether `file` is named as devcell names the Compose override files it writes
+/// (`docker-compose.devcell-<digest>.json` or `.yml`, `compose_builds`): one part of proving a
+/// project's container was brought up by devcell's own `up`, not a file the repository named.
+fn has_override_name(file: &Path) -> bool {
+    file.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        n.starts_with("docker-compose.devcell-") && (n.ends_with(".json") || n.ends_with(".yml"))
+    })
 }
 
 /// Whether a container (its `labels`) of a Compose project was brought up by devcell's own
@@ -596,13 +587,7 @@ fn brought_up_from(
         return false;
     };
     let ours = state.join("compose").join(project);
-    let named = override_file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| {
-            n.starts_with("docker-compose.devcell-")
-                && (n.ends_with(".json") || n.ends_with(".yml"))
-        });
+    let named = has_override_name(override_file);
     if override_file.parent() != Some(ours.as_path()) || !named || project.contains('/') {
         return false;
     }

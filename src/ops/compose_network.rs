@@ -262,66 +262,57 @@ pub(crate) fn mark_primary(spec: &mut ContainerSpec, mode: ComposeNetwork, model
     }
 }
 
-/// Refuses, before a closed project is created, a project network (`networks`' keys) that
-/// already exists open: Compose joins an existing network of the project's name as it is, so
-/// one left by an earlier `--network default` run would silently give the services its way
-/// out.
-///
-/// Errors: [`OpsError::Unsupported`] naming the network; [`OpsError::Engine`].
-pub(crate) async fn refuse_open_networks(
-    engine: &dyn Engine,
-    target: &crate::ops::compose::ComposeTarget,
-    networks: &Map<String, Value>,
-) -> Result<()> {
-    refuse_open(engine, target, networks, |name| {
-        (
-            format!(
-                "the Compose project `{}`'s network `{name}` already exists and is not closed (made by an earlier run with network `default`): Compose would join it as it is",
-                target.project.name
-            ),
-            Some(format!(
-                "remove it (`devcell delete`, or `docker network rm {name}` once no container uses it), then hand off again"
-            )),
-        )
-    })
-    .await
+/// When [`refuse_open`] checks a closed project's networks, which decides what its refusal
+/// says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NetworkCheck {
+    /// Before a closed project is created, a project network (`networks`' keys) must not
+    /// already exist open: Compose joins an existing network of the project's name as it is,
+    /// so one left by an earlier `--network default` run would silently give the services its
+    /// way out.
+    BeforeCreate,
+    /// Once Compose created the project, each of its closed networks must be closed as the
+    /// engine reports it (an engine that ignores [`INHIBIT_IPV4`] would leave the host's
+    /// address on it): nothing is claimed that the engine did not apply. A refusal leaves the
+    /// project for inspection; `devcell delete` removes it.
+    AfterCreate,
 }
 
-/// Checks, once Compose created the project, that each of its closed networks is closed as
-/// the engine reports it (an engine that ignores [`INHIBIT_IPV4`] would leave the host's
-/// address on it): nothing is claimed that the engine did not apply.
-///
-/// Errors: [`OpsError::Unsupported`] naming the network (the project is left for
-/// inspection; `devcell delete` removes it); [`OpsError::Engine`].
-pub(crate) async fn verify_closed(
-    engine: &dyn Engine,
-    target: &crate::ops::compose::ComposeTarget,
-    networks: &Map<String, Value>,
-) -> Result<()> {
-    refuse_open(engine, target, networks, |name| {
-        (
-            format!(
-                "the engine did not close the Compose project `{}`'s network `{name}` (internal, with `{INHIBIT_IPV4}`): network `none`/`allowlist` is not applied on this engine",
-                target.project.name
+impl NetworkCheck {
+    /// The refusal's message and hint for the open network `name` of the Compose project
+    /// `project`.
+    fn refusal(self, project: &str, name: &str) -> (String, Option<String>) {
+        match self {
+            NetworkCheck::BeforeCreate => (
+                format!(
+                    "the Compose project `{project}`'s network `{name}` already exists and is not closed (made by an earlier run with network `default`): Compose would join it as it is"
+                ),
+                Some(format!(
+                    "remove it (`devcell delete`, or `docker network rm {name}` once no container uses it), then hand off again"
+                )),
             ),
-            Some(
-                "remove the project (`devcell delete`), then hand off with `--network default` on this engine".into(),
+            NetworkCheck::AfterCreate => (
+                format!(
+                    "the engine did not close the Compose project `{project}`'s network `{name}` (internal, with `{INHIBIT_IPV4}`): network `none`/`allowlist` is not applied on this engine"
+                ),
+                Some(
+                    "remove the project (`devcell delete`), then hand off with `--network default` on this engine".into(),
+                ),
             ),
-        )
-    })
-    .await
+        }
+    }
 }
 
 /// Refuses the first of `networks` (model keys) that exists on the engine and is not closed,
-/// by its engine name (`name`, else `<project>_<key>`), with the message and hint `refusal`
-/// words for that name. One no started service uses does not exist, and is not open.
+/// by its engine name (`name`, else `<project>_<key>`), with the refusal `check` words for
+/// that name. One no started service uses does not exist, and is not open.
 ///
-/// Errors: [`OpsError::Unsupported`]; [`OpsError::Engine`].
-async fn refuse_open(
+/// Errors: [`OpsError::Unsupported`] naming the network; [`OpsError::Engine`].
+pub(crate) async fn refuse_open(
     engine: &dyn Engine,
     target: &crate::ops::compose::ComposeTarget,
     networks: &Map<String, Value>,
-    refusal: impl FnOnce(&str) -> (String, Option<String>),
+    check: NetworkCheck,
 ) -> Result<()> {
     for key in networks.keys() {
         let name = target
@@ -335,7 +326,7 @@ async fn refuse_open(
             .await?
             .is_some_and(|info| !is_closed(&info))
         {
-            let (message, hint) = refusal(&name);
+            let (message, hint) = check.refusal(&target.project.name, &name);
             return Err(OpsError::Unsupported { message, hint });
         }
     }

@@ -294,7 +294,13 @@ async fn recheck_existing(
     let (target, mode, opts) = (&project.target, project.mode, &project.opts);
     let Some(info) = existing else {
         if mode.closed() {
-            compose_network::refuse_open_networks(engine, target, &project.networks).await?;
+            compose_network::refuse_open(
+                engine,
+                target,
+                &project.networks,
+                compose_network::NetworkCheck::BeforeCreate,
+            )
+            .await?;
         }
         return Ok(Vec::new());
     };
@@ -1321,7 +1327,13 @@ async fn start_project(
     // the project's containers run: recorded before anything else can fail (attack 25, P9)
     crate::ops::bring_up::record_git_baseline(&created.id, opts);
     if mode.closed() {
-        compose_network::verify_closed(engine, target, networks).await?;
+        compose_network::refuse_open(
+            engine,
+            target,
+            networks,
+            compose_network::NetworkCheck::AfterCreate,
+        )
+        .await?;
     }
     Ok(created)
 }

@@ -343,7 +343,7 @@ pub fn refuse_host_runtime(opts: &HandoffOptions) -> Result<()> {
 
 /// `handoff --isolation clone` against the engine at `DOCKER_HOST`.
 ///
-/// Errors: as [`handoff_with`]; the engine's when none answers.
+/// Errors: as [`handoff_with`]; the engine's when none answers; [`cache_root`]'s.
 pub async fn handoff(
     opts: &HandoffOptions,
     streams: AgentStreams<'_>,
@@ -352,28 +352,17 @@ pub async fn handoff(
 ) -> crate::ops::error::Result<HandoffResult> {
     refuse_host_runtime(opts)?;
     let engine = crate::engine::connect().await?;
-    handoff_with(&*engine, opts, streams, stop, reporter).await
+    let cache = cache_root()?;
+    handoff_with(&*engine, opts, &cache, streams, stop, reporter).await
 }
 
-/// A clone task's handoff through `engine`: [`open_task`], then
+/// A clone task's handoff through `engine`, with the mirrors under `cache`: [`open_task`], then
 /// [`crate::handoff::agent::handoff_with`] with the clone as the workspace folder (its own
 /// container, session and state), then [`fetch::fetch`] whatever the handoff's outcome (a
 /// failure to fetch is a warning: the clone stays, `devcell fetch --task` retries).
 ///
 /// Errors: [`open_task`]'s, then the handoff's.
 pub async fn handoff_with(
-    engine: &dyn Engine,
-    opts: &HandoffOptions,
-    streams: AgentStreams<'_>,
-    stop: StopSignal<'_>,
-    reporter: &dyn Reporter,
-) -> crate::ops::error::Result<HandoffResult> {
-    let cache = cache_root()?;
-    run_task(engine, opts, &cache, streams, stop, reporter).await
-}
-
-/// [`handoff_with`] with the mirrors under `cache`.
-async fn run_task(
     engine: &dyn Engine,
     opts: &HandoffOptions,
     cache: &Path,

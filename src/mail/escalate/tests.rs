@@ -110,12 +110,12 @@ fn a_command_past_its_deadline_is_killed_with_its_group() {
         let pidfile = dir.path().join(format!("pid-{ends_itself}"));
         let argv = ["/bin/sh", "-c", script, pidfile.to_str().unwrap()];
         let run = command(&argv, Duration::from_secs(2)).run(&group(), &message("s"), &[t("b")]);
-        assert!(run.timed_out, "{run:?}");
+        assert!(run.end.timed_out, "{run:?}");
         assert!(!run.succeeded());
         if ends_itself {
-            assert_eq!(run.exit, Some(0), "{run:?}");
+            assert_eq!(run.end.exit, Some(0), "{run:?}");
         } else {
-            assert_eq!(run.signal, Some(9), "{run:?}");
+            assert_eq!(run.end.signal, Some(9), "{run:?}");
         }
         let child = pid_in(&pidfile);
         for _ in 0..200 {
@@ -139,8 +139,8 @@ fn the_output_is_bounded_and_counted_and_a_missing_program_is_an_outcome() {
         "head -c 1000000 /dev/zero | tr '\\0' x; echo oops >&2; exit 3",
     ];
     let run = command(&argv, Duration::from_secs(20)).run(&group(), &message("s"), &[t("b")]);
-    assert_eq!(run.exit, Some(3), "{run:?}");
-    assert!(!run.timed_out);
+    assert_eq!(run.end.exit, Some(3), "{run:?}");
+    assert!(!run.end.timed_out);
     assert_eq!(run.stdout.len(), KEPT_OUTPUT_BYTES);
     assert_eq!(run.stderr, "oops\n");
     assert_eq!(run.output_bytes, 1_000_005);
@@ -151,10 +151,47 @@ fn the_output_is_bounded_and_counted_and_a_missing_program_is_an_outcome() {
         &[t("b")],
     );
     assert!(
-        run.error
+        run.end
+            .error
             .as_deref()
             .is_some_and(|e| e.contains("could not start")),
         "{run:?}"
     );
-    assert_eq!(run.exit, None);
+    assert_eq!(run.end.exit, None);
+}
+
+/// The log's `escalation-ran` record and a message's escalation keep their JSON: the same
+/// keys in the same order, absent ones left out, and both read back.
+#[test]
+fn a_run_and_a_status_keep_their_json() {
+    let run: EscalationRun = serde_json::from_value(serde_json::json!({
+        "command": "notify", "exit": 1, "signal": 9, "timedOut": true, "error": "e",
+        "millis": 5, "stdout": "o", "stderr": "x", "outputBytes": 2
+    }))
+    .unwrap();
+    assert_eq!(
+        serde_json::to_string(&run).unwrap(),
+        r#"{"command":"notify","exit":1,"signal":9,"timedOut":true,"error":"e","millis":5,"stdout":"o","stderr":"x","outputBytes":2}"#
+    );
+    let quiet: EscalationRun =
+        serde_json::from_value(serde_json::json!({"command": "n", "millis": 0})).unwrap();
+    assert_eq!(
+        serde_json::to_string(&quiet).unwrap(),
+        r#"{"command":"n","millis":0,"outputBytes":0}"#
+    );
+    let status: crate::mail::EscalationStatus = serde_json::from_value(serde_json::json!({
+        "state": "ran", "at": "2026-01-02T03:04:05Z", "exit": 0, "signal": 15,
+        "timedOut": true, "error": "e"
+    }))
+    .unwrap();
+    assert_eq!(
+        serde_json::to_string(&status).unwrap(),
+        r#"{"state":"ran","at":"2026-01-02T03:04:05Z","exit":0,"signal":15,"timedOut":true,"error":"e"}"#
+    );
+    let pending: crate::mail::EscalationStatus =
+        serde_json::from_value(serde_json::json!({"state": "pending"})).unwrap();
+    assert_eq!(
+        serde_json::to_string(&pending).unwrap(),
+        r#"{"state":"pending"}"#
+    );
 }

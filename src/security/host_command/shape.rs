@@ -192,51 +192,26 @@ const READS_PROJECT_PREFIXES: &[&str] = &["python", "pip", "node"];
 /// name (pinned or judged) and runs no other program on its own (attack 23, N3, N8: a list of
 /// programs known to read the project, such as `make`, missed `prove`, `setarch make`,
 /// `ssh-agent make`; so the list is of programs known to leave the project alone, and any
-/// other program is a one-run grant).
-pub const STANDING_PROGRAMS: &[&str] = &[
-    "basename",
-    "cat",
-    "chmod",
-    "cmp",
-    "cp",
-    "cut",
-    "date",
-    "diff",
-    "dirname",
-    "grep",
-    "head",
-    "id",
-    "ln",
-    "ls",
-    "md5sum",
-    "mkdir",
-    "mktemp",
-    "mv",
-    "printenv",
-    "pwd",
-    "readlink",
-    "realpath",
-    "rm",
-    "rmdir",
-    "sha1sum",
-    "sha256sum",
-    "sha512sum",
-    "sleep",
-    "stat",
-    "tail",
-    "tee",
-    "touch",
-    "tr",
-    "uname",
-    "uniq",
-    "wc",
-    "whoami",
-];
+/// other program is a one-run grant). [`READS_ONLY`] then [`WRITES_NAMED`]: each program is
+/// named once, with what it does to the files its words name.
+pub const STANDING_PROGRAMS: &[&str] =
+    &joined::<{ READS_ONLY.len() + WRITES_NAMED.len() }>(READS_ONLY, WRITES_NAMED);
+
+/// `a` then `b`, at compile time: [`STANDING_PROGRAMS`] from its two disjoint halves.
+const fn joined<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
+}
 
 /// Programs of [`STANDING_PROGRAMS`] that only read the files their words name: every other
-/// program (`cp`, `mv`, `ln`, `tee`, `touch`, `rm`, `chmod`, `mkdir`, a pinned program, an engine
-/// CLI, `uniq IN OUT`) may write or replace a workspace file its words name, which then must not
-/// also be run as a script by the same command (attack 25, P4; [`Judged::written`]).
+/// program ([`WRITES_NAMED`], a pinned program, an engine CLI) may write or replace a
+/// workspace file its words name, which then must not also be run as a script by the same
+/// command (attack 25, P4; [`Judged::written`]).
 const READS_ONLY: &[&str] = &[
     "basename",
     "cat",
@@ -264,6 +239,12 @@ const READS_ONLY: &[&str] = &[
     "uname",
     "wc",
     "whoami",
+];
+
+/// Programs of [`STANDING_PROGRAMS`] that may write or replace the files their words name
+/// (`uniq IN OUT` writes OUT).
+const WRITES_NAMED: &[&str] = &[
+    "chmod", "cp", "ln", "mkdir", "mktemp", "mv", "rm", "rmdir", "tee", "touch", "uniq",
 ];
 
 /// Multi-call programs a standard program may be a link to (the name it is called by picks
@@ -1362,4 +1343,21 @@ fn path_word(word: &str, place: &Place<'_>) -> PathWord {
 /// A path as text (lossy).
 fn text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each standing program is named once: a reader is not also a writer, and the joined
+    /// list holds both halves whole.
+    #[test]
+    fn standing_programs_are_the_readers_then_the_writers() {
+        assert!(READS_ONLY.iter().all(|p| !WRITES_NAMED.contains(p)));
+        assert_eq!(
+            STANDING_PROGRAMS,
+            [READS_ONLY, WRITES_NAMED].concat().as_slice()
+        );
+        assert!(STANDING_PROGRAMS.contains(&"uniq") && STANDING_PROGRAMS.contains(&"basename"));
+    }
 }

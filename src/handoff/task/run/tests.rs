@@ -53,7 +53,7 @@ async fn a_failed_clone_task_names_the_task_and_the_commands_that_recover_it() {
     let quiet = crate::progress::NoopReporter;
     // the fake engine has no `busybox` image
     let engine = crate::engine::fake::FakeEngine::new();
-    let e: OpsError = run_task(&engine, &opts, &cache, streams(), stop(), &quiet)
+    let e: OpsError = handoff_with(&engine, &opts, &cache, streams(), stop(), &quiet)
         .await
         .unwrap_err();
     let message = e.to_string();
