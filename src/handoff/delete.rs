@@ -422,6 +422,12 @@ async fn remove_containers(
         reporter.report(Event::Status(format!("removing volume {name}")));
         engine.remove_volume(name).await?;
     }
+    // An anonymous volume Compose carried over to a container it created again (spec-note
+    // 0681) is not the new container's own, so the engine kept it with the container: removed
+    // here; one another container still uses stays, and the verification names it.
+    for name in removed.volumes.iter().filter(|n| is_anonymous_volume(n)) {
+        let _ = engine.remove_volume(name).await;
+    }
     Ok(data)
 }
 

@@ -27,16 +27,11 @@ pub(crate) enum Restart {
     /// Every container is what the judged files make: `compose start` with these files (the
     /// ones it was created with, devcell's override files among them).
     AsItIs(Vec<PathBuf>),
-    /// Some container is not (`reason`, for people): the project is brought up as a new one,
-    /// and Compose creates again what differs. The containers in `remove` (ids) hold a bind
-    /// today's files do not give them, which Compose's hash does not show (a secret's file):
-    /// Compose would keep them, so they are removed first.
-    Again {
-        /// Why, for people.
-        reason: String,
-        /// The containers to remove before the project is brought up.
-        remove: Vec<String>,
-    },
+    /// Some container is not (the reason, for people): the project is brought up as a new
+    /// one, every container created again (`--force-recreate`: Compose would keep one whose
+    /// hash matches, and the hash leaves out what a container may hold unjudged, such as a
+    /// secret's file; Compose carries anonymous volumes over to the new containers).
+    Again(String),
 }
 
 /// How the project of the stopped primary container `info` comes up: [`Restart::AsItIs`] only
@@ -57,12 +52,8 @@ pub(crate) async fn restart(
     for c in containers.iter().filter(|c| c.id != info.id) {
         others.extend(engine.inspect_container(&c.id).await?);
     }
-    let unjudged = unjudged_binds(&target.model, info, &others);
-    let again = |reason: String| Restart::Again {
-        reason,
-        remove: unjudged.iter().map(|(id, _)| id.clone()).collect(),
-    };
-    if let Some((_, reason)) = unjudged.first() {
+    let again = Restart::Again;
+    if let Some((_, reason)) = unjudged_binds(&target.model, info, &others).first() {
         return Ok(again(reason.clone()));
     }
     let Some(recorded) = recorded_files(info) else {
@@ -279,7 +270,7 @@ mod tests {
 
     /// Attack 32, N1: Compose's hash leaves the top-level `secrets:` out, so a sidecar whose
     /// secret's file the repository renamed since (the old path linked to a host file) binds a
-    /// path today's files do not: it is removed, never started. Binds of today's services,
+    /// path today's files do not: it is created again, never started as it is. Binds of today's services,
     /// secrets and configs, and the primary's own (its covers, repeated read-only) are judged.
     #[test]
     fn a_sidecar_binding_what_todays_files_do_not_is_removed() {

@@ -80,7 +80,7 @@ pub(crate) async fn up_compose(
     let loaded = &choice.loaded;
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
-    let project = judge_project(engine, &opts, &choice, earlier).await?;
+    let mut project = judge_project(engine, &opts, &choice, earlier).await?;
     if matches!(choice.profile, SecurityProfile::Hardened(_)) {
         // a container devcell cannot stop must not write what was judged (spec-note 0478)
         crate::ops::foreign_writers::refuse_foreign_writers(
@@ -95,8 +95,14 @@ pub(crate) async fn up_compose(
     let mut warnings = loaded.warnings.clone();
     warnings.extend(gpu_warnings);
     let existing = existing_primary(engine, &project.target, &id_labels, opts, reporter).await?;
-    let (existing, start_files) =
-        startable(engine, &project.target, existing, &mut warnings, reporter).await?;
+    let (existing, start_files) = startable(
+        engine,
+        &mut project.target,
+        existing,
+        &mut warnings,
+        reporter,
+    )
+    .await?;
     let mut permissions: Vec<PermissionRequest> = project.judged.requests.clone();
     permissions.extend(project.reported.iter().cloned());
     permissions.extend(recheck_existing(engine, &project, existing.as_ref(), &choice).await?);
@@ -244,13 +250,13 @@ async fn existing_primary(
 
 /// The existing primary as `up` goes on with it, and the files a stopped one is started with:
 /// a stopped project whose containers are not all what today's judged files make is brought
-/// up as a new one (`None`, with a warning), so Compose creates again what differs
-/// (spec-note 0681).
+/// up as a new one (`None`, with a warning), every container created again
+/// ([`ComposeTarget::recreate_all`], spec-note 0681).
 ///
 /// Errors: the engine's, Compose's.
 async fn startable(
     engine: &dyn Engine,
-    target: &ComposeTarget,
+    target: &mut ComposeTarget,
     existing: Option<ContainerInfo>,
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
@@ -261,11 +267,8 @@ async fn startable(
     };
     match compose_restart::restart(engine, target, &info).await? {
         Restart::AsItIs(files) => Ok((Some(info), files)),
-        Restart::Again { reason, remove } => {
-            for id in &remove {
-                // a container of this project (claimed above) holding an unjudged bind
-                engine.remove_container(id, true).await?;
-            }
+        Restart::Again(reason) => {
+            target.recreate_all = true;
             let message = format!(
                 "the stopped Compose project `{}` is not started as it is ({reason}): its changed containers are created again from today's files",
                 target.project.name
@@ -1313,7 +1316,11 @@ async fn start_project(
     )));
     // what Compose reads now is what was judged (spec-note 0400)
     target.judged.refuse_changed(&target.project).await?;
-    project.up(&target.up_services(), false).await?;
+    if target.recreate_all {
+        project.up_recreating(&target.up_services()).await?;
+    } else {
+        project.up(&target.up_services(), false).await?;
+    }
     let labels = crate::engine::compose::service_labels(&project.name, &target.service);
     let created = crate::ops::target::created_container(engine, &labels, token)
         .await?

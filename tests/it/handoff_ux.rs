@@ -981,3 +981,37 @@ fn mail_for_worktrees_with_the_host_runtime_is_said_to_be_absent() {
     assert!(warned.contains("no `devcell-mail`"), "{warned}");
     assert!(!plan(&["--no-mail"]).contains("[mail] worktrees"));
 }
+
+/// A new agent's usual first failure: its program is not in the workspace's image. The shell's
+/// exit 127 becomes devcell's, and the handoff names the cause where the user looks.
+#[test]
+fn an_agent_whose_program_is_not_in_the_image_is_named() {
+    use crate::support::hostile::HostileRepo;
+    let Some(repo) = HostileRepo::busybox("agent_not_in_image") else {
+        return;
+    };
+    repo.config(&format!(
+        r#"{{"image": "{}", "remoteUser": "nobody"}}"#,
+        crate::support::docker::BUSYBOX_IMAGE
+    ))
+    .file("README", "x\n")
+    .commit();
+    let settings = repo.context().tmp().join("config.toml");
+    std::fs::write(
+        &settings,
+        "[agents.a]\ncommand = [\"devcell-no-such-agent-program\"]\n",
+    )
+    .unwrap();
+    let run = repo.context().run(
+        "handoff",
+        &["--agent", "a", "--config-file", settings.to_str().unwrap()],
+    );
+    assert_eq!(run.code, Some(127), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("agent `a` exited 127, the shell's \"command not found\""),
+        "{}",
+        run.stderr
+    );
+    repo.context().run("delete", &[]).ok();
+}

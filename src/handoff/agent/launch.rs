@@ -66,6 +66,13 @@ impl Handoff<'_> {
         };
         let code = i32::try_from(exec_result.exit_code).unwrap_or(i32::MAX);
         let (exit_code, signal, outcome) = exec_outcome(code, stopped);
+        if exit_code == Some(127) {
+            // the usual first failure of a new agent: its program is not in the image
+            self.reporter.report(Event::Status(format!(
+                "warning: agent `{}` exited 127, the shell's \"command not found\": the workspace's image must contain the agent's program (`--plan` does not look inside the image)",
+                self.opts.agent
+            )));
+        }
         note_end(&log, &outcome);
         // the proxy's decisions made during this session (spec-note 0504)
         let egress = up.egress.as_ref().and_then(|_| {
