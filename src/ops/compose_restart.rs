@@ -56,6 +56,9 @@ pub(crate) async fn restart(
     if let Some((_, reason)) = unjudged_binds(&target.model, info, &others).first() {
         return Ok(again(reason.clone()));
     }
+    if let Some(reason) = swappable_primary_bind(target, info) {
+        return Ok(again(reason));
+    }
     let Some(recorded) = recorded_files(info) else {
         return Ok(again(
             "a file the project was created with is gone".to_string(),
@@ -76,6 +79,57 @@ pub(crate) async fn restart(
         Some(reason) => again(reason),
         None => Restart::AsItIs(recorded),
     })
+}
+
+/// Whether a container of the project may start before the stopped primary `info` and write
+/// the folder above one of its binds (spec-note 0672's rule over the primary's binds as the
+/// engine holds them, devcell's override binds among them, in today's start order): Compose's
+/// hash leaves `depends_on` out, so the repository can reorder the start after the primary
+/// was created, when the rule was decided for its `mounts` (attack 33, P1). The reason, for
+/// people; `None` when no such pair exists (the model's own pairs were judged today).
+fn swappable_primary_bind(target: &ComposeTarget, info: &ContainerInfo) -> Option<String> {
+    let binds: Vec<(String, bool)> = info
+        .mounts
+        .iter()
+        .filter(|m| m.kind == "bind")
+        .map(|m| (m.source.clone(), !m.rw))
+        .collect();
+    let pairs = crate::security::compose::primary_bind_swaps(
+        &crate::security::SecurityProfile::default(),
+        &target.model,
+        &target.service,
+        &binds,
+        &crate::security::Grants::default(),
+    );
+    pairs.first().map(|p| {
+        format!(
+            "another service may start before the primary and replace its bind source `{}` with a link",
+            p.permission.value().unwrap_or_default()
+        )
+    })
+}
+
+/// Why the project's containers are created again when today's primary service has none
+/// (`None` when the project has no container but `compose run` ones).
+///
+/// Errors: the engine's.
+pub(crate) async fn left_without_primary(
+    engine: &dyn Engine,
+    target: &ComposeTarget,
+) -> Result<Option<String>> {
+    let left = engine
+        .find_containers(&project_labels(&target.project.name))
+        .await?
+        .into_iter()
+        .filter(|c| {
+            c.labels
+                .get(ONEOFF_LABEL)
+                .is_none_or(|v| !v.eq_ignore_ascii_case("true"))
+        })
+        .count();
+    Ok((left > 0).then(|| {
+        format!("{left} container(s) of the project are left without today's primary service")
+    }))
 }
 
 /// The host paths today's judged `model` binds: its services' bind sources, and its

@@ -263,7 +263,21 @@ async fn startable(
 ) -> Result<(Option<ContainerInfo>, Vec<PathBuf>)> {
     let info = match existing {
         Some(info) if !info.running => info,
-        running_or_none => return Ok((running_or_none, Vec::new())),
+        Some(running) => return Ok((Some(running), Vec::new())),
+        None => {
+            // No primary of today's service, but containers of the project (a renamed
+            // primary's sidecars, those `--remove-existing-container` left): made from files
+            // nobody judged today, and Compose would keep those whose hash matches (attack 33,
+            // P2 and P3).
+            if let Some(reason) = compose_restart::left_without_primary(engine, target).await? {
+                target.recreate_all = true;
+                reporter.report(Event::Status(format!(
+                    "Compose project `{}`: {reason}; every container is created again from today's files",
+                    target.project.name
+                )));
+            }
+            return Ok((None, Vec::new()));
+        }
     };
     match compose_restart::restart(engine, target, &info).await? {
         Restart::AsItIs(files) => Ok((Some(info), files)),

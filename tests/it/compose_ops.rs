@@ -1836,3 +1836,151 @@ fn a_stopped_sidecars_secret_file_from_other_files_is_not_mounted_again() {
     assert_eq!(services(&name), ["app running", "side running"]);
     ctx.run("down", &["--remove"]).ok();
 }
+
+/// Attack 33, P1 (spec-note 0681): the primary's bind from devcontainer.json `mounts` was
+/// judged with the sidecar that writes the workspace starting after the primary. Compose's
+/// hash leaves `depends_on` out, so the agent reversed the order (and armed the sidecar's
+/// unchanged command through a script it runs) before `devcell down`: `compose start` started
+/// the sidecar first, which swapped the bind's source for a link to a host folder. The stopped
+/// project is not started as it is; created again, the swap is refused.
+#[test]
+fn a_stopped_project_whose_start_order_changed_is_not_started_as_it_is() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(ctx) = TestContext::busybox("compose_ops_restart_order") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let _name = project(&ctx);
+    let outside = tempfile::Builder::new()
+        .prefix("devcell-outside-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "host-secret-p1\n").unwrap();
+    std::fs::set_permissions(
+        outside.path().join("secret.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::create_dir_all(ctx.path().join("data/harmless")).unwrap();
+    ctx.write("out/.keep", "");
+    ctx.write("health.sh", "exit 0\n");
+    ctx.write(
+        "side.sh",
+        &format!(
+            "if [ -e /w/.armed ]; then rm -rf /w/data/harmless; ln -s {} /w/data/harmless; fi\nsleep 100000\n",
+            outside.path().display()
+        ),
+    );
+    let compose = |side_deps: &str, app_deps: &str| {
+        format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"/w/side.sh\"]\n    healthcheck: {{test: [\"CMD\", \"sh\", \"/w/health.sh\"], interval: 1s, retries: 30}}\n    volumes: [\"..:/w\"]\n{side_deps}  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    volumes: [\"..:/workspace\"]\n{app_deps}"
+        )
+    };
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &compose("    depends_on: [app]\n", ""),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace",
+            "mounts": ["source=${localWorkspaceFolder}/data/harmless,target=/data,type=bind"],
+            "remoteUser": "nobody", "postStartCommand": "cat /data/secret.txt > /workspace/out/leak.txt; true"}"#,
+    );
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    std::fs::set_permissions(
+        ctx.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    ctx.up(&[]);
+    ctx.run("down", &[]).ok();
+    // what the agent could do before the `down`: arm the script, reverse the start order
+    ctx.write(".armed", "");
+    ctx.write("health.sh", "test -L /w/data/harmless\n");
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &compose("", "    depends_on: {side: {condition: service_healthy}}\n"),
+    );
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    let leak = std::fs::read_to_string(ctx.path().join("out/leak.txt")).unwrap_or_default();
+    assert!(
+        !leak.contains("host-secret-p1"),
+        "the primary read the host folder: {leak}"
+    );
+    let all = format!("{}\n{}", run.stdout, run.stderr);
+    assert_ne!(run.code, Some(0), "{all}");
+    assert!(all.contains("--allow mount:"), "{all}");
+    ctx.run("down", &["--remove"]).ok();
+}
+
+/// Attack 33, P2 (spec-note 0681): the primary service renamed (`app` → `app2`) left no
+/// stopped primary to compare, so the old sidecar, its secret's file since a link to a host
+/// file, was kept by `compose up`. A project with containers but no primary of today's service
+/// has every container created again.
+#[test]
+fn a_renamed_primary_does_not_keep_the_old_sidecars() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(ctx) = TestContext::busybox("compose_ops_restart_rename") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let _name = project(&ctx);
+    let outside = tempfile::Builder::new()
+        .prefix("devcell-outside-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "host-secret-p2\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    ctx.write("harmless.txt", "harmless\n");
+    ctx.write("other.txt", "other\n");
+    ctx.write("out/.keep", "");
+    let compose = |primary: &str, file: &str| {
+        format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"cat /run/secrets/s >> /out/side.txt; sleep 100000\"]\n    secrets: [s]\n    volumes: [\"../out:/out\"]\n  {primary}:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    depends_on: [side]\n    volumes: [\"..:/workspace\"]\nsecrets:\n  s:\n    file: ../{file}\n"
+        )
+    };
+    let config = |primary: &str| {
+        format!(
+            r#"{{"dockerComposeFile": "docker-compose.yml", "service": "{primary}", "workspaceFolder": "/workspace", "remoteUser": "nobody"}}"#
+        )
+    };
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &compose("app", "harmless.txt"),
+    );
+    let ctx = ctx.config(&config("app"));
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    std::fs::set_permissions(
+        ctx.path().join("out"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    ctx.up(&[]);
+    ctx.run("down", &[]).ok();
+    std::fs::remove_file(ctx.path().join("harmless.txt")).unwrap();
+    std::os::unix::fs::symlink(&secret, ctx.path().join("harmless.txt")).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &compose("app2", "other.txt"),
+    );
+    let ctx = ctx.config(&config("app2"));
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    run.ok();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let seen = std::fs::read_to_string(ctx.path().join("out/side.txt")).unwrap_or_default();
+    assert!(
+        !seen.contains("host-secret-p2"),
+        "the old sidecar mounted the host file: {seen}"
+    );
+    assert!(
+        run.stderr
+            .contains("are left without today's primary service"),
+        "{}",
+        run.stderr
+    );
+    ctx.run("down", &["--remove"]).ok();
+}
