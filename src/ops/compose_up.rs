@@ -98,7 +98,10 @@ pub(crate) async fn up_compose(
     let (existing, start_files) = startable(
         engine,
         &mut project.target,
-        existing,
+        (
+            existing,
+            matches!(choice.profile, SecurityProfile::Hardened(_)),
+        ),
         &mut warnings,
         reporter,
     )
@@ -257,7 +260,7 @@ async fn existing_primary(
 async fn startable(
     engine: &dyn Engine,
     target: &mut ComposeTarget,
-    existing: Option<ContainerInfo>,
+    (existing, hardened): (Option<ContainerInfo>, bool),
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
 ) -> Result<(Option<ContainerInfo>, Vec<PathBuf>)> {
@@ -279,12 +282,12 @@ async fn startable(
             return Ok((None, Vec::new()));
         }
     };
-    match compose_restart::restart(engine, target, &info).await? {
+    match compose_restart::restart(engine, target, &info, hardened).await? {
         Restart::AsItIs(files) => Ok((Some(info), files)),
         Restart::Again(reason) => {
             target.recreate_all = true;
             let message = format!(
-                "the stopped Compose project `{}` is not started as it is ({reason}): its changed containers are created again from today's files",
+                "the stopped Compose project `{}` is not started as it is ({reason}): every container of it is created again from today's files",
                 target.project.name
             );
             reporter.report(Event::Status(format!("warning: {message}")));

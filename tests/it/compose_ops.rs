@@ -197,11 +197,21 @@ fn a_compose_config_comes_up_hardened_runs_hooks_once_and_goes_down_per_shutdown
     // `stopCompose` (the default): every service stops
     ctx.run("down", &[]).ok();
     assert_eq!(services(&project), ["app exited", "db exited"]);
-    // started again with its override file, the create hooks not run again
+    // under `hardened` a stopped project with sidecars is created again from today's files
+    // (spec-note 0681); its create hooks run again in the new primary
     let third = ctx.up(&[]);
-    assert_eq!(third["containerId"], id);
-    assert_eq!(third["devcell"]["container"], "started");
-    assert!(ran(&third).is_empty(), "{third}");
+    assert_ne!(third["containerId"], id);
+    assert_eq!(third["devcell"]["container"], "created");
+    assert_eq!(ran(&third), ["postCreateCommand"], "{third}");
+    assert_eq!(services(&project), ["app running", "db running"]);
+    let id = third["containerId"].as_str().unwrap().to_string();
+    // under `reference` (the reference CLI's way) it is started again as it was made, with its
+    // override file, the create hooks not run again
+    ctx.run("down", &[]).ok();
+    let fourth = ctx.up(&["--security-profile", "reference"]);
+    assert_eq!(fourth["containerId"], id.as_str());
+    assert_eq!(fourth["devcell"]["container"], "started");
+    assert!(ran(&fourth).is_empty(), "{fourth}");
     assert_eq!(services(&project), ["app running", "db running"]);
     let (code, out, _) = ctx.sh("printf '%s' \"$BRACED\"");
     assert_eq!((code, out.as_str()), (0, "${HOME} $${HOME} $$"));
@@ -1729,10 +1739,10 @@ fn a_stopped_projects_container_from_other_files_is_not_started_as_it_is() {
         run.stderr
     );
     assert_eq!(services(&name), ["app running", "side running"]);
-    // unchanged files: the stopped project is started as it is, not created again
+    // under `hardened` a stopped project with sidecars is always created again
     ctx.run("down", &[]).ok();
     let again = ctx.up(&[]);
-    assert_eq!(again["devcell"]["container"], "started", "{again}");
+    assert_eq!(again["devcell"]["container"], "created", "{again}");
     ctx.run("down", &["--remove"]).ok();
 }
 
@@ -1829,7 +1839,7 @@ fn a_stopped_sidecars_secret_file_from_other_files_is_not_mounted_again() {
     );
     assert!(seen.contains("other"), "{seen}");
     assert!(
-        run.stderr.contains("which today's files do not"),
+        run.stderr.contains("is not started as it is"),
         "{}",
         run.stderr
     );
@@ -1983,4 +1993,68 @@ fn a_renamed_primary_does_not_keep_the_old_sidecars() {
         run.stderr
     );
     ctx.run("down", &["--remove"]).ok();
+}
+
+/// Attack 34, Q2 (spec-note 0681): an old sidecar's named volume was created bind-backed onto
+/// a workspace folder; the agent made that folder a link to a host folder and renamed the
+/// volume in the file (`name:`), so today's judgement never inspected the engine's old volume,
+/// and `compose start` mounted it again, its device now the host folder. Under `hardened` a
+/// stopped project's sidecars are created from today's files: the old volume is not mounted.
+#[test]
+fn a_stopped_sidecars_old_bind_backed_volume_is_not_mounted_again() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(ctx) = TestContext::busybox("compose_ops_restart_volume") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    let outside = tempfile::Builder::new()
+        .prefix("devcell-outside-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir_all(ctx.path().join("vdata")).unwrap();
+    ctx.write("out/.keep", "");
+    let volume = |definition: &str| {
+        format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"echo from-sidecar > /data/written; sleep 100000\"]\n    volumes: [\"vol:/data\"]\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    depends_on: [side]\n    volumes: [\"..:/workspace\"]\nvolumes:\n  vol:\n{definition}"
+        )
+    };
+    let ws = std::fs::canonicalize(ctx.path()).unwrap();
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &volume(&format!(
+            "    driver_opts: {{type: none, o: bind, device: {}/vdata}}\n",
+            ws.display()
+        )),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    ctx.up(&[]);
+    assert!(
+        ctx.path().join("vdata/written").is_file(),
+        "the volume is the folder"
+    );
+    ctx.run("down", &[]).ok();
+    std::fs::rename(ctx.path().join("vdata"), ctx.path().join("vdata.old")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ctx.path().join("vdata")).unwrap();
+    let renamed = format!("{name}-other");
+    ctx.clean_label(&format!("com.docker.compose.volume={renamed}"));
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &volume(&format!("    name: {renamed}\n")),
+    );
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "the old volume's device, now the host folder, was mounted and written"
+    );
+    run.ok();
+    ctx.run("down", &["--remove"]).ok();
+    let _ = crate::support::engine::docker(&["volume", "rm", "-f", &renamed]);
+    let _ = crate::support::engine::docker(&["volume", "rm", "-f", &format!("{name}_vol")]);
 }
