@@ -39,9 +39,6 @@ pub(crate) struct ComposeTarget {
     pub(crate) run_services: Option<Vec<String>>,
     /// What was judged, compared right before Compose builds or starts anything.
     pub(crate) judged: crate::ops::compose_judged::JudgedInputs,
-    /// `up` creates every container again (`--force-recreate`): a stopped project that is
-    /// not started as it is may hold containers Compose's hash would keep (spec-note 0681).
-    pub(crate) recreate_all: bool,
 }
 
 impl ComposeTarget {
@@ -202,7 +199,6 @@ pub(crate) async fn compose_target(
         service,
         run_services: loaded.typed.run_services.clone(),
         judged,
-        recreate_all: false,
     };
     if target.service_model().is_null() {
         let defined: Vec<&str> = target

@@ -27,10 +27,8 @@ pub(crate) enum Restart {
     /// Every container is what the judged files make: `compose start` with these files (the
     /// ones it was created with, devcell's override files among them).
     AsItIs(Vec<PathBuf>),
-    /// Some container is not (the reason, for people): the project is brought up as a new
-    /// one, every container created again (`--force-recreate`: Compose would keep one whose
-    /// hash matches, and the hash leaves out what a container may hold unjudged, such as a
-    /// secret's file; Compose carries anonymous volumes over to the new containers).
+    /// Some container is not (the reason, for people): the project's containers are removed
+    /// and it is brought up as a new one ([`remove_containers`]).
     Again(String),
 }
 
@@ -143,6 +141,25 @@ pub(crate) async fn left_without_primary(
     Ok((left > 0).then(|| {
         format!("{left} container(s) of the project are left without today's primary service")
     }))
+}
+
+/// Removes every container of the project (`compose run` ones left out) with its anonymous
+/// volumes, so that `compose up` creates each from today's judged files. Compose's own
+/// re-creation (`--force-recreate`) would hand the new container whatever the old one had
+/// mounted at a path today's files or the image make an anonymous volume, a bind included
+/// (attack 35, R1), and each narrower check of what a container kept was got round.
+///
+/// Errors: the engine's.
+pub(crate) async fn remove_containers(engine: &dyn Engine, target: &ComposeTarget) -> Result<()> {
+    for c in engine
+        .find_containers(&project_labels(&target.project.name))
+        .await?
+        .iter()
+        .filter(|c| !is_oneoff(c))
+    {
+        engine.remove_container(&c.id, true).await?;
+    }
+    Ok(())
 }
 
 /// Whether `c` is a `compose run` container (which `start` never starts).

@@ -80,7 +80,7 @@ pub(crate) async fn up_compose(
     let loaded = &choice.loaded;
     let (opts, gpu_warnings) =
         crate::ops::gpu::settled_options(engine, opts, &loaded.typed, reporter).await?;
-    let mut project = judge_project(engine, &opts, &choice, earlier).await?;
+    let project = judge_project(engine, &opts, &choice, earlier).await?;
     if matches!(choice.profile, SecurityProfile::Hardened(_)) {
         // a container devcell cannot stop must not write what was judged (spec-note 0478)
         crate::ops::foreign_writers::refuse_foreign_writers(
@@ -97,7 +97,7 @@ pub(crate) async fn up_compose(
     let existing = existing_primary(engine, &project.target, &id_labels, opts, reporter).await?;
     let (existing, start_files) = startable(
         engine,
-        &mut project.target,
+        &project.target,
         (
             existing,
             matches!(choice.profile, SecurityProfile::Hardened(_)),
@@ -253,13 +253,14 @@ async fn existing_primary(
 
 /// The existing primary as `up` goes on with it, and the files a stopped one is started with:
 /// a stopped project whose containers are not all what today's judged files make is brought
-/// up as a new one (`None`, with a warning), every container created again
-/// ([`ComposeTarget::recreate_all`], spec-note 0681).
+/// up as a new one (`None`, with a warning), its containers removed first so that Compose
+/// creates every one from today's files ([`compose_restart::remove_containers`], spec-note
+/// 0681).
 ///
 /// Errors: the engine's, Compose's.
 async fn startable(
     engine: &dyn Engine,
-    target: &mut ComposeTarget,
+    target: &ComposeTarget,
     (existing, hardened): (Option<ContainerInfo>, bool),
     warnings: &mut Vec<Warning>,
     reporter: &dyn Reporter,
@@ -273,11 +274,11 @@ async fn startable(
             // nobody judged today, and Compose would keep those whose hash matches (attack 33,
             // P2 and P3).
             if let Some(reason) = compose_restart::left_without_primary(engine, target).await? {
-                target.recreate_all = true;
                 reporter.report(Event::Status(format!(
-                    "Compose project `{}`: {reason}; every container is created again from today's files",
+                    "Compose project `{}`: {reason}; they are removed and every container is created from today's files",
                     target.project.name
                 )));
+                compose_restart::remove_containers(engine, target).await?;
             }
             return Ok((None, Vec::new()));
         }
@@ -285,9 +286,9 @@ async fn startable(
     match compose_restart::restart(engine, target, &info, hardened).await? {
         Restart::AsItIs(files) => Ok((Some(info), files)),
         Restart::Again(reason) => {
-            target.recreate_all = true;
+            compose_restart::remove_containers(engine, target).await?;
             let message = format!(
-                "the stopped Compose project `{}` is not started as it is ({reason}): every container of it is created again from today's files",
+                "the stopped Compose project `{}` is not started as it is ({reason}): its containers were removed and every one is created from today's files",
                 target.project.name
             );
             reporter.report(Event::Status(format!("warning: {message}")));
@@ -1333,11 +1334,7 @@ async fn start_project(
     )));
     // what Compose reads now is what was judged (spec-note 0400)
     target.judged.refuse_changed(&target.project).await?;
-    if target.recreate_all {
-        project.up_recreating(&target.up_services()).await?;
-    } else {
-        project.up(&target.up_services(), false).await?;
-    }
+    project.up(&target.up_services(), false).await?;
     let labels = crate::engine::compose::service_labels(&project.name, &target.service);
     let created = crate::ops::target::created_container(engine, &labels, token)
         .await?

@@ -1677,7 +1677,9 @@ fn a_renamed_primarys_old_container_is_stopped_before_up_reads() {
         "{}",
         run.stderr
     );
-    assert_eq!(services(&name), ["app exited", "app2 running"]);
+    // stopped before anything was read, then removed with the project's other containers:
+    // none of them is today's primary's (spec-note 0681)
+    assert_eq!(services(&name), ["app2 running"]);
     ctx.run("down", &["--remove"]).ok();
 }
 
@@ -2057,4 +2059,57 @@ fn a_stopped_sidecars_old_bind_backed_volume_is_not_mounted_again() {
     ctx.run("down", &["--remove"]).ok();
     let _ = crate::support::engine::docker(&["volume", "rm", "-f", &renamed]);
     let _ = crate::support::engine::docker(&["volume", "rm", "-f", &format!("{name}_vol")]);
+}
+
+/// Attack 35, R1 (spec-note 0681): Compose's own re-creation hands the new container what the
+/// old one had mounted at a path today's file makes an anonymous volume, a bind included. The
+/// agent made a judged bind's source a link to a host folder and changed `../wdir:/data` to
+/// `/data`: re-created by `--force-recreate`, the sidecar got the old bind, now the host folder.
+/// The old containers are removed instead, and nothing reaches the host folder.
+#[test]
+fn a_stopped_sidecars_old_bind_is_not_handed_to_its_new_container() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(ctx) = TestContext::busybox("compose_ops_restart_anon") else {
+        return;
+    };
+    let ctx = ctx.isolated();
+    let name = project(&ctx);
+    let outside = tempfile::Builder::new()
+        .prefix("devcell-outside-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir_all(ctx.path().join("wdir")).unwrap();
+    let compose = |volume: &str| {
+        format!(
+            "services:\n  side:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sh\", \"-c\", \"echo from-sidecar > /data/written; sleep 100000\"]\n    volumes: [\"{volume}\"]\n  app:\n    image: {BUSYBOX_IMAGE}\n    command: [\"sleep\", \"100000\"]\n    depends_on: [side]\n    volumes: [\"..:/workspace\"]\n"
+        )
+    };
+    ctx.write(
+        ".devcontainer/docker-compose.yml",
+        &compose("../wdir:/data"),
+    );
+    let ctx = ctx.config(
+        r#"{"dockerComposeFile": "docker-compose.yml", "service": "app", "workspaceFolder": "/workspace", "remoteUser": "nobody"}"#,
+    );
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    ctx.up(&[]);
+    assert!(
+        ctx.path().join("wdir/written").is_file(),
+        "the bind is the folder"
+    );
+    ctx.run("down", &[]).ok();
+    std::fs::rename(ctx.path().join("wdir"), ctx.path().join("wdir.old")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ctx.path().join("wdir")).unwrap();
+    ctx.write(".devcontainer/docker-compose.yml", &compose("/data"));
+    crate::support::git::give_to_workspace_owner(ctx.path());
+    let run = ctx.run("up", &[]);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "the old bind, now the host folder, was handed to the new sidecar"
+    );
+    run.ok();
+    assert_eq!(services(&name), ["app running", "side running"]);
+    ctx.run("down", &["--remove"]).ok();
 }

@@ -523,19 +523,6 @@ impl ComposeProject {
         self.compose("up", args).await.map(drop)
     }
 
-    /// `up -d --force-recreate [services…]`: as [`ComposeProject::up`], every container
-    /// created again even when its configuration hash matches (its anonymous volumes carried
-    /// over by Compose).
-    pub async fn up_recreating(&self, services: &[String]) -> Result<()> {
-        let mut args = vec![
-            "up".to_string(),
-            "-d".to_string(),
-            "--force-recreate".to_string(),
-        ];
-        args.extend(services.iter().cloned());
-        self.compose("up", args).await.map(drop)
-    }
-
     /// `build [--no-cache] [services…]`.
     pub async fn build(&self, services: &[String], no_cache: bool) -> Result<()> {
         let mut args = vec!["build".to_string()];
