@@ -355,11 +355,21 @@ fn labelled_image(ctx: &TestContext, label: &Value) -> String {
         ),
     )
     .unwrap();
-    let out = Command::new("docker")
-        .args(["build", "-q", "-t", &tag])
-        .arg(dir.path())
-        .bounded_output()
-        .expect("docker runs");
+    let build = || {
+        Command::new("docker")
+            .args(["build", "-q", "-t", &tag])
+            .arg(dir.path())
+            .bounded_output()
+            .expect("docker runs")
+    };
+    let mut out = build();
+    // Another test's prune of dangling images can remove the legacy builder's untagged
+    // intermediate image mid-build ("unable to find image"): built once more.
+    if !out.status.success()
+        && String::from_utf8_lossy(&out.stderr).contains("unable to find image")
+    {
+        out = build();
+    }
     assert!(
         out.status.success(),
         "docker build: {}",
