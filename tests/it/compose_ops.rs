@@ -26,6 +26,18 @@ fn project(ctx: &TestContext) -> String {
     name
 }
 
+/// A host folder outside every workspace with permission bits `mode` (readable, or writable,
+/// by a sidecar's user: only devcell's rules decide whether a container reaches it).
+fn outside_folder(mode: u32) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::Builder::new()
+        .prefix("devcell-outside-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    dir
+}
+
 /// `docker ps -a` of the project: `<service> <state>` lines, sorted.
 fn services(project: &str) -> Vec<String> {
     let mut lines = docker_lines(&[
@@ -1690,18 +1702,12 @@ fn a_renamed_primarys_old_container_is_stopped_before_up_reads() {
 /// files make is created again instead: nothing is written outside the workspace.
 #[test]
 fn a_stopped_projects_container_from_other_files_is_not_started_as_it_is() {
-    use std::os::unix::fs::PermissionsExt as _;
     let Some(ctx) = TestContext::busybox("compose_ops_restart_stale") else {
         return;
     };
     let ctx = ctx.isolated();
     let name = project(&ctx);
-    let outside = tempfile::Builder::new()
-        .prefix("devcell-outside-")
-        .tempdir()
-        .unwrap();
-    // writable by the sidecar's user, so only the bind decides whether it is written
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let outside = outside_folder(0o777);
     std::fs::create_dir_all(ctx.path().join("data")).unwrap();
     let compose = |side_volumes: &str| {
         format!(
@@ -1798,11 +1804,7 @@ fn a_stopped_sidecars_secret_file_from_other_files_is_not_mounted_again() {
     };
     let ctx = ctx.isolated();
     let name = project(&ctx);
-    let outside = tempfile::Builder::new()
-        .prefix("devcell-outside-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outside = outside_folder(0o755);
     let secret = outside.path().join("secret.txt");
     std::fs::write(&secret, "host-secret-n1\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -1863,11 +1865,7 @@ fn a_stopped_project_whose_start_order_changed_is_not_started_as_it_is() {
     };
     let ctx = ctx.isolated();
     let _name = project(&ctx);
-    let outside = tempfile::Builder::new()
-        .prefix("devcell-outside-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outside = outside_folder(0o755);
     std::fs::write(outside.path().join("secret.txt"), "host-secret-p1\n").unwrap();
     std::fs::set_permissions(
         outside.path().join("secret.txt"),
@@ -1938,11 +1936,7 @@ fn a_renamed_primary_does_not_keep_the_old_sidecars() {
     };
     let ctx = ctx.isolated();
     let _name = project(&ctx);
-    let outside = tempfile::Builder::new()
-        .prefix("devcell-outside-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outside = outside_folder(0o755);
     let secret = outside.path().join("secret.txt");
     std::fs::write(&secret, "host-secret-p2\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -2004,17 +1998,12 @@ fn a_renamed_primary_does_not_keep_the_old_sidecars() {
 /// stopped project's sidecars are created from today's files: the old volume is not mounted.
 #[test]
 fn a_stopped_sidecars_old_bind_backed_volume_is_not_mounted_again() {
-    use std::os::unix::fs::PermissionsExt as _;
     let Some(ctx) = TestContext::busybox("compose_ops_restart_volume") else {
         return;
     };
     let ctx = ctx.isolated();
     let name = project(&ctx);
-    let outside = tempfile::Builder::new()
-        .prefix("devcell-outside-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let outside = outside_folder(0o777);
     std::fs::create_dir_all(ctx.path().join("vdata")).unwrap();
     ctx.write("out/.keep", "");
     let volume = |definition: &str| {
@@ -2068,17 +2057,12 @@ fn a_stopped_sidecars_old_bind_backed_volume_is_not_mounted_again() {
 /// The old containers are removed instead, and nothing reaches the host folder.
 #[test]
 fn a_stopped_sidecars_old_bind_is_not_handed_to_its_new_container() {
-    use std::os::unix::fs::PermissionsExt as _;
     let Some(ctx) = TestContext::busybox("compose_ops_restart_anon") else {
         return;
     };
     let ctx = ctx.isolated();
     let name = project(&ctx);
-    let outside = tempfile::Builder::new()
-        .prefix("devcell-outside-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let outside = outside_folder(0o777);
     std::fs::create_dir_all(ctx.path().join("wdir")).unwrap();
     let compose = |volume: &str| {
         format!(
